@@ -1,0 +1,148 @@
+"""Batch records: the plan (pinned versions) and the commit of every batch of every view.
+
+The records live in one append-only Delta table under the pipeline's storage. A batch is
+planned (its versions persisted) before any work, and committed after its checks pass. A
+planned batch without a commit is retried with exactly the versions it pinned.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+SCHEMA = (
+    "pipeline STRING, view STRING, batch_id BIGINT, status STRING, mode STRING, "
+    "start_versions MAP<STRING, BIGINT>, pinned_versions MAP<STRING, BIGINT>, "
+    "recorded_at TIMESTAMP, metrics MAP<STRING, BIGINT>, notes STRING"
+)
+
+
+class BatchStatus(enum.Enum):
+    PLANNED = "planned"
+    COMMITTED = "committed"
+    ABANDONED = "abandoned"
+
+
+class BatchMode(enum.Enum):
+    INCREMENTAL = "incremental"
+    FULL_REFRESH = "full_refresh"
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    view: str
+    batch_id: int
+    status: BatchStatus
+    mode: BatchMode
+    start_versions: dict[str, int]
+    pinned_versions: dict[str, int]
+    recorded_at: datetime | None = None
+    metrics: dict[str, int] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
+
+
+class BatchStore:
+    """The batch records of one pipeline, kept as a Delta table at `path`."""
+
+    def __init__(self, spark: SparkSession, pipeline: str, path: str) -> None:
+        self.spark = spark
+        self.pipeline = pipeline
+        self.path = path
+
+    def _exists(self) -> bool:
+        from delta.tables import DeltaTable
+
+        return DeltaTable.isDeltaTable(self.spark, self.path)
+
+    def history(self, view: str) -> list[BatchRecord]:
+        """Every record of `view`, oldest first; a committed batch appears once, as committed."""
+        if not self._exists():
+            return []
+        from pyspark.sql import functions as F
+
+        rows = (
+            self.spark.read.format("delta")
+            .load(self.path)
+            .where((F.col("pipeline") == self.pipeline) & (F.col("view") == view))
+            .orderBy("batch_id", "recorded_at")
+            .collect()
+        )
+        latest: dict[int, BatchRecord] = {}
+        for row in rows:
+            record = _from_row(row)
+            if record.batch_id not in latest or record.status is not BatchStatus.PLANNED:
+                latest[record.batch_id] = record
+        return [latest[batch_id] for batch_id in sorted(latest)]
+
+    def last(self, view: str) -> BatchRecord | None:
+        records = self.history(view)
+        return records[-1] if records else None
+
+    def last_committed(self, view: str) -> BatchRecord | None:
+        committed = [r for r in self.history(view) if r.status is BatchStatus.COMMITTED]
+        return committed[-1] if committed else None
+
+    def plan(self, record: BatchRecord) -> None:
+        self._append(record, txn_version=2 * record.batch_id)
+
+    def commit(self, record: BatchRecord) -> None:
+        self._append(record, txn_version=2 * record.batch_id + 1)
+
+    def _append(self, record: BatchRecord, *, txn_version: int) -> None:
+        row = (
+            self.pipeline,
+            record.view,
+            record.batch_id,
+            record.status.value,
+            record.mode.value,
+            record.start_versions,
+            record.pinned_versions,
+            datetime.now(UTC).replace(tzinfo=None),
+            record.metrics,
+            json.dumps(record.notes, sort_keys=True),
+        )
+        (
+            self.spark.createDataFrame([row], SCHEMA)
+            .write.format("delta")
+            .mode("append")
+            .option("txnAppId", f"lakejoin.{self.pipeline}.{record.view}.batches")
+            .option("txnVersion", txn_version)
+            .save(self.path)
+        )
+
+
+def _from_row(row) -> BatchRecord:  # noqa: ANN001 - pyspark Row
+    return BatchRecord(
+        view=row["view"],
+        batch_id=int(row["batch_id"]),
+        status=BatchStatus(row["status"]),
+        mode=BatchMode(row["mode"]),
+        start_versions=dict(row["start_versions"] or {}),
+        pinned_versions=dict(row["pinned_versions"] or {}),
+        recorded_at=row["recorded_at"],
+        metrics={k: int(v) for k, v in (row["metrics"] or {}).items()},
+        notes=json.loads(row["notes"] or "{}"),
+    )
+
+
+@contextmanager
+def idempotent(spark: SparkSession, app_id: str, txn_version: int) -> Iterator[None]:
+    """Make the one Delta write inside this block apply at most once per (app_id, version).
+
+    Delta records the pair in the table's log; a retry of the same batch skips the write.
+    """
+    spark.conf.set("spark.databricks.delta.write.txnAppId", app_id)
+    spark.conf.set("spark.databricks.delta.write.txnVersion", str(txn_version))
+    try:
+        yield
+    finally:
+        spark.conf.unset("spark.databricks.delta.write.txnAppId")
+        spark.conf.unset("spark.databricks.delta.write.txnVersion")

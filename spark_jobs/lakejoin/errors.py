@@ -1,0 +1,60 @@
+"""Errors a user can meet. Each says what was wrong, where, and what to do next."""
+
+from __future__ import annotations
+
+
+class LakejoinError(Exception):
+    """Base class of every error lakejoin raises on purpose."""
+
+    def __init__(self, what: str, *, where: str = "", fix: str = "") -> None:
+        self.what = what
+        self.where = where
+        self.fix = fix
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        parts = [f"{self.where}: {self.what}" if self.where else self.what]
+        if self.fix:
+            parts.append(f"  fix: {self.fix}")
+        return "\n".join(parts)
+
+
+class SpecError(LakejoinError):
+    """A pipeline spec is malformed or does not fit the tables it names."""
+
+    def __init__(
+        self, what: str, *, file: str, line: int | None, key: str, fix: str = ""
+    ) -> None:
+        self.file = file
+        self.line = line
+        self.key = key
+        location = f"{file}:{line}" if line else file
+        super().__init__(what, where=f"{location} (at '{key}')", fix=fix)
+
+
+class SourceError(LakejoinError):
+    """A source table cannot be read the way the view needs it."""
+
+
+class ChangeFeedMissingError(SourceError):
+    """A source has no Change Data Feed enabled."""
+
+
+class ChangesUnreadableError(SourceError):
+    """A version range of a source's Change Data Feed can no longer be read."""
+
+
+class DuplicateKeyError(SourceError):
+    """A source snapshot holds several rows for one key."""
+
+
+class NullKeyError(SourceError):
+    """A source holds a row whose key is null."""
+
+
+class QualityCheckFailed(LakejoinError):
+    """A blocking data-quality check failed; the batch was not committed."""
+
+
+class BatchStateError(LakejoinError):
+    """The batch records of a view are inconsistent with what is asked."""

@@ -1,0 +1,373 @@
+"""One batch of one view, as a transaction (DESIGN §2): plan, changes, affected keys,
+recompute, write, check, commit.
+
+>>> summary = run_view(spark, spec, "display_products")     # doctest: +SKIP
+>>> summary.status, summary.affected_keys                     # doctest: +SKIP
+(<BatchOutcome.COMMITTED: 'committed'>, 3)
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lakejoin import quality, routing
+from lakejoin.batches import BatchMode, BatchRecord, BatchStatus, BatchStore, idempotent
+from lakejoin.changes import net_changes, read_change_feed, translate_read_error
+from lakejoin.errors import BatchStateError, DuplicateKeyError, NullKeyError
+from lakejoin.sink import check_schema, ensure_output, merge_affected, merge_full
+from lakejoin.sources import column_types, latest_version, require_change_feed, snapshot
+from lakejoin.spec import PipelineSpec, Source, View, check_view_schemas
+from lakejoin.views import fk_join
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+ROUTING = "_routing"
+FAILPOINT = "LAKEJOIN_FAILPOINT"
+
+
+class Phase(enum.Enum):
+    PLAN = "plan"
+    CHANGES = "changes"
+    AFFECTED = "affected keys"
+    RECOMPUTE = "recompute"
+    WRITE = "write"
+    CHECK = "check"
+    COMMIT = "commit"
+
+
+class BatchOutcome(enum.Enum):
+    COMMITTED = "committed"
+    SKIPPED = "skipped"
+
+
+@dataclass
+class BatchSummary:
+    view: str
+    outcome: BatchOutcome
+    batch_id: int | None = None
+    mode: BatchMode | None = None
+    retried: bool = False
+    start_versions: dict[str, int] = field(default_factory=dict)
+    pinned_versions: dict[str, int] = field(default_factory=dict)
+    changed_keys: dict[str, int] = field(default_factory=dict)
+    affected_keys: int = 0
+    recomputed_rows: int = 0
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    unchanged_skipped: int = 0
+    output_applied: bool = True
+    output_version: int | None = None
+    report: str | None = None
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+
+    def metrics(self) -> dict[str, int]:
+        counts = {f"changed_keys.{name}": n for name, n in self.changed_keys.items()}
+        counts.update(
+            affected_keys=self.affected_keys,
+            recomputed_rows=self.recomputed_rows,
+            inserted=self.inserted,
+            updated=self.updated,
+            deleted=self.deleted,
+            unchanged_skipped=self.unchanged_skipped,
+            output_version=self.output_version if self.output_version is not None else -1,
+        )
+        counts.update({f"ms.{p}": int(s * 1000) for p, s in self.phase_seconds.items()})
+        return counts
+
+
+StepCallback = Callable[[Phase], None]
+
+
+def routing_index_path(spec: PipelineSpec, view: View) -> str:
+    return str(Path(spec.state_path) / "routing" / view.name)
+
+
+def batch_store(spark: SparkSession, spec: PipelineSpec) -> BatchStore:
+    return BatchStore(spark, spec.name, str(Path(spec.state_path) / "batches"))
+
+
+def run_view(
+    spark: SparkSession,
+    spec: PipelineSpec,
+    view_name: str,
+    *,
+    full_refresh: bool = False,
+    checks: bool = True,
+    on_step: StepCallback | None = None,
+) -> BatchSummary:
+    """Run one batch of a view: the changes since its last committed batch, or all keys."""
+    view = spec.views[view_name]
+    batch = _Batch(spark, spec, view, on_step or (lambda phase: None))
+    plan = batch.plan(full_refresh)
+    if plan is None:
+        return batch.summary
+    batch.execute(plan, checks=checks)
+    return batch.summary
+
+
+class _Batch:
+    """The state of one batch while it runs; each method is one step of the protocol."""
+
+    def __init__(self, spark: SparkSession, spec: PipelineSpec, view: View, on_step: StepCallback) -> None:
+        self.spark = spark
+        self.spec = spec
+        self.view = view
+        self.join = view.fk_join
+        self.left: Source = spec.sources[self.join.left]
+        self.right: Source = spec.sources[self.join.right]
+        self.store = batch_store(spark, spec)
+        self.routing_path = routing_index_path(spec, view)
+        self.on_step = on_step
+        self.summary = BatchSummary(view=view.name, outcome=BatchOutcome.SKIPPED)
+        self._clock = time.monotonic()
+        self._phase: Phase | None = None
+
+    def _enter(self, phase: Phase) -> None:
+        now = time.monotonic()
+        if self._phase is not None:
+            self.summary.phase_seconds[self._phase.value] = now - self._clock
+        self._phase, self._clock = phase, now
+        self.on_step(phase)
+
+    def _where(self, source: Source, version: int | None = None) -> str:
+        at = f" at version {version}" if version is not None else ""
+        return f"view '{self.view.name}', source '{source.name}' ({source.path}){at}"
+
+    # --- 1. plan ---------------------------------------------------------------------------
+
+    def plan(self, full_refresh: bool) -> BatchRecord | None:
+        self._enter(Phase.PLAN)
+        last = self.store.last(self.view.name)
+        if last is not None and last.status is BatchStatus.PLANNED:
+            if not full_refresh or last.mode is BatchMode.FULL_REFRESH:
+                # A planned batch that never committed: redo it on exactly the versions it pinned.
+                self.summary.retried = True
+                self._check_inputs(last.pinned_versions)
+                return self._begin(last)
+            # A full refresh supersedes a stuck plan (say, one whose checks keep failing on the
+            # data it pinned): it re-derives every key, so nothing the plan held is lost.
+            self.store.commit(replace(last, status=BatchStatus.ABANDONED))
+        if last is not None and last.status is not BatchStatus.COMMITTED:
+            committed = self.store.last_committed(self.view.name)
+            start_from, next_id = committed, last.batch_id + 1
+        else:
+            start_from, next_id = last, (last.batch_id + 1 if last else 1)
+        pinned = {
+            s.name: latest_version(self.spark, s.path, role=self._where(s))
+            for s in (self.left, self.right)
+        }
+        pinned[ROUTING] = self._routing_version()
+        start = dict(start_from.pinned_versions) if start_from else {}
+        mode = BatchMode.FULL_REFRESH if full_refresh or start_from is None else BatchMode.INCREMENTAL
+        self._check_inputs(pinned)
+        if mode is BatchMode.INCREMENTAL and all(
+            pinned[s.name] == start.get(s.name) for s in (self.left, self.right)
+        ):
+            self.summary.start_versions = start
+            self.summary.pinned_versions = pinned
+            return None
+        record = BatchRecord(
+            view=self.view.name,
+            batch_id=next_id,
+            status=BatchStatus.PLANNED,
+            mode=mode,
+            start_versions=start,
+            pinned_versions=pinned,
+        )
+        self.store.plan(record)
+        return self._begin(record)
+
+    def _begin(self, record: BatchRecord) -> BatchRecord:
+        self.summary.batch_id = record.batch_id
+        self.summary.mode = record.mode
+        self.summary.start_versions = dict(record.start_versions)
+        self.summary.pinned_versions = dict(record.pinned_versions)
+        return record
+
+    def _routing_version(self) -> int:
+        from delta.tables import DeltaTable
+
+        if not DeltaTable.isDeltaTable(self.spark, self.routing_path):
+            return -1
+        return latest_version(self.spark, self.routing_path, role=f"routing index of '{self.view.name}'")
+
+    def _check_inputs(self, pinned: dict[str, int]) -> None:
+        for source in (self.left, self.right):
+            require_change_feed(self.spark, source.path, role=self._where(source))
+        schemas = {
+            s.name: column_types(self.spark, s.path, pinned[s.name], role=self._where(s))
+            for s in (self.left, self.right)
+        }
+        check_view_schemas(self.spec, self.view, schemas)
+        self._right_columns = fk_join.chosen_right_columns(
+            self.join, list(schemas[self.right.name]), self.right.key
+        )
+
+    # --- 2..7 ------------------------------------------------------------------------------
+
+    def execute(self, plan: BatchRecord, *, checks: bool) -> None:
+        from pyspark.sql import functions as F
+
+        full = plan.mode is BatchMode.FULL_REFRESH
+        pinned = plan.pinned_versions
+        left_snapshot = snapshot(self.spark, self.left.path, pinned[self.left.name])
+        right_snapshot = snapshot(self.spark, self.right.path, pinned[self.right.name])
+
+        affected: DataFrame | None = None
+        if not full:
+            self._enter(Phase.CHANGES)
+            left_changed = self._changed_keys(self.left, plan)
+            right_changed = self._changed_keys(self.right, plan)
+            self._enter(Phase.AFFECTED)
+            routed = self._routed(right_changed, pinned[ROUTING])
+            affected = fk_join.affected_keys(left_changed, routed, self.left.key).localCheckpoint()
+            self.summary.affected_keys = affected.count()
+
+        self._enter(Phase.RECOMPUTE)
+        if affected is None:
+            left_rows = left_snapshot
+            self._require_keys(left_rows, self.left, pinned[self.left.name])
+            right_rows = right_snapshot
+        else:
+            left_rows = left_snapshot.join(F.broadcast(affected), on=self.left.key, how="left_semi")
+            right_rows = fk_join.referenced_right_rows(
+                right_snapshot, left_rows, self.join.fk, self.right.key
+            )
+        self._require_unique(left_rows, self.left, pinned[self.left.name])
+        self._require_unique(right_rows, self.right, pinned[self.right.name])
+        left_rows = left_rows.localCheckpoint()
+        recomputed = fk_join.recompute(
+            left_rows, right_rows, self.join, right_key=self.right.key, right_columns=self._right_columns
+        ).localCheckpoint()
+        self.summary.recomputed_rows = recomputed.count()
+        if affected is None:
+            self.summary.affected_keys = self.summary.recomputed_rows
+
+        self._enter(Phase.WRITE)
+        self._write_output(plan, recomputed, affected)
+        _failpoint("after_output_merge")
+        self._write_routes(plan, left_rows, affected)
+
+        self._enter(Phase.CHECK)
+        if checks:
+            self.summary.report = quality.check_batch(
+                self.spark, self.spec, self.view, plan, recomputed, left_snapshot, right_snapshot
+            ).report_path
+
+        self._enter(Phase.COMMIT)
+        self.summary.outcome = BatchOutcome.COMMITTED
+        metrics = self.summary.metrics()
+        notes = {} if self.summary.output_applied else {"output": "already written by an earlier attempt"}
+        self.store.commit(replace(plan, status=BatchStatus.COMMITTED, metrics=metrics, notes=notes))
+        self.summary.phase_seconds[Phase.COMMIT.value] = time.monotonic() - self._clock
+
+    def _changed_keys(self, source: Source, plan: BatchRecord) -> DataFrame:
+        """The keys of `source` with a net change in (start, pinned]; fails on a null key."""
+        from pyspark.sql import functions as F
+
+        first = plan.start_versions.get(source.name, -1) + 1
+        last = plan.pinned_versions[source.name]
+        key_type = snapshot(self.spark, source.path, last).schema[source.key].dataType
+        if first > last:
+            self.summary.changed_keys[source.name] = 0
+            return self.spark.createDataFrame([], f"`{source.key}` {key_type.simpleString()}")
+        where = self._where(source)
+        try:
+            feed = read_change_feed(self.spark, source.path, first, last)
+            keys = net_changes(feed, source.key).select(source.key).localCheckpoint()
+        except Exception as exc:  # Delta raises JVM errors; keep only the ones we can explain
+            raise translate_read_error(exc, role=where, path=source.path, first=first, last=last) from exc
+        counts = keys.agg(F.count(F.lit(1)).alias("n"), F.count(source.key).alias("keyed")).first()
+        assert counts is not None
+        if counts["n"] != counts["keyed"]:
+            raise NullKeyError(
+                f"changes between versions {first} and {last} hold a row whose key '{source.key}' is null",
+                where=where,
+                fix=f"give every row a '{source.key}' in the source, or filter null keys out upstream",
+            )
+        self.summary.changed_keys[source.name] = int(counts["n"])
+        return keys
+
+    def _routed(self, right_changed: DataFrame, routing_version: int) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        if routing_version < 0:
+            raise BatchStateError(
+                f"the routing index of view '{self.view.name}' is missing at {self.routing_path}",
+                where=f"view '{self.view.name}'",
+                fix="rebuild the view and its routing index with --full-refresh",
+            )
+        index = routing.read_index(self.spark, self.routing_path, routing_version)
+        return routing.routed_left_keys(index, right_changed, self.right.key).select(
+            F.col(routing.LEFT_KEY).alias(self.left.key)
+        )
+
+    def _require_keys(self, rows: DataFrame, source: Source, version: int) -> None:
+        from pyspark.sql import functions as F
+
+        if rows.where(F.col(source.key).isNull()).limit(1).count():
+            raise NullKeyError(
+                f"a row has a null key '{source.key}'",
+                where=self._where(source, version),
+                fix=f"give every row a '{source.key}' in the source, or filter null keys out upstream",
+            )
+
+    def _require_unique(self, rows: DataFrame, source: Source, version: int) -> None:
+        duplicates = (
+            rows.groupBy(source.key).count().where("count > 1").orderBy(source.key).limit(5).collect()
+        )
+        if duplicates:
+            shown = ", ".join(f"{source.key}={d[source.key]!r} ({d['count']} rows)" for d in duplicates)
+            raise DuplicateKeyError(
+                f"the key '{source.key}' is not unique: {shown}",
+                where=self._where(source, version),
+                fix="deduplicate the source table (one row per key), or declare another key column",
+            )
+
+    def _write_output(self, plan: BatchRecord, recomputed: DataFrame, affected: DataFrame | None) -> None:
+        where = f"view '{self.view.name}' output ({self.view.path})"
+        key = self.left.key
+        ensure_output(self.spark, self.view.path, recomputed.schema, key)
+        check_schema(self.spark, self.view.path, recomputed.schema, where=where)
+        app_id = f"lakejoin.{self.spec.name}.{self.view.name}.output"
+        with idempotent(self.spark, app_id, plan.batch_id):
+            if affected is None:
+                counts = merge_full(self.spark, self.view.path, recomputed, key)
+            else:
+                counts = merge_affected(self.spark, self.view.path, recomputed, affected, key)
+        self.summary.output_applied = counts.applied
+        self.summary.inserted, self.summary.updated, self.summary.deleted = (
+            counts.inserted, counts.updated, counts.deleted,
+        )
+        if counts.applied:
+            self.summary.unchanged_skipped = self.summary.recomputed_rows - counts.inserted - counts.updated
+        self.summary.output_version = latest_version(self.spark, self.view.path, role=where)
+
+    def _write_routes(self, plan: BatchRecord, left_rows: DataFrame, affected: DataFrame | None) -> None:
+        key_types = left_rows.schema
+        routing.ensure_index(
+            self.spark, self.routing_path, key_types[self.left.key].dataType, key_types[self.join.fk].dataType
+        )
+        new_routes = routing.routes(left_rows, self.left.key, self.join.fk)
+        if affected is not None:
+            new_routes = affected.withColumnRenamed(self.left.key, routing.LEFT_KEY).join(
+                new_routes, on=routing.LEFT_KEY, how="left"
+            )
+        app_id = f"lakejoin.{self.spec.name}.{self.view.name}.routing"
+        with idempotent(self.spark, app_id, plan.batch_id):
+            routing.update_index(self.spark, self.routing_path, new_routes, full=affected is None)
+
+
+def _failpoint(name: str) -> None:
+    """Test hook: `LAKEJOIN_FAILPOINT=<name>` kills the process here, as a crash would."""
+    if os.environ.get(FAILPOINT) == name:
+        os.kill(os.getpid(), signal.SIGKILL)

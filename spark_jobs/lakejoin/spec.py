@@ -1,0 +1,386 @@
+"""Pipeline specs: YAML in, a typed model out, every mistake reported with file and line.
+
+This module must stay importable without Spark: Airflow's DAG files parse specs at parse time.
+
+>>> spec = load_spec("pipelines/marketplace.yaml")          # doctest: +SKIP
+>>> spec.views["display_products"].fk_join.how               # doctest: +SKIP
+<JoinHow.LEFT: 'left'>
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lakejoin.errors import SpecError
+
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class ViewKind(enum.Enum):
+    FK_JOIN = "fk_join"
+
+
+class JoinHow(enum.Enum):
+    INNER = "inner"
+    LEFT = "left"
+
+
+@dataclass(frozen=True)
+class Source:
+    name: str
+    path: str
+    key: str
+    line: int | None
+
+
+@dataclass(frozen=True)
+class FkJoin:
+    left: str
+    right: str
+    fk: str
+    how: JoinHow
+    right_columns: tuple[str, ...] | None
+    right_prefix: str
+
+
+@dataclass(frozen=True)
+class View:
+    name: str
+    kind: ViewKind
+    fk_join: FkJoin
+    path: str
+    line: int | None
+    lines: Mapping[str, int] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return (self.fk_join.left, self.fk_join.right)
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    master: str | None = None
+    remote: str | None = None
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    name: str
+    file: str
+    schedule: str | None
+    storage: str
+    sources: Mapping[str, Source]
+    views: Mapping[str, View]
+    spark: SparkSettings
+    lines: Mapping[str, int] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def state_path(self) -> str:
+        """Where lakejoin keeps its own tables (batch records, routing indexes, reports)."""
+        return str(Path(self.storage) / "_lakejoin")
+
+    def error(self, key: str, what: str, fix: str = "") -> SpecError:
+        return SpecError(what, file=self.file, line=self.lines.get(key), key=key, fix=fix)
+
+    def view_order(self) -> list[str]:
+        """Views in dependency order (a view after every view it reads)."""
+        return list(self.views)
+
+
+# --- YAML with line numbers -------------------------------------------------------------------
+
+
+def _to_python(node: yaml.Node, path: str, lines: dict[str, int], file: str) -> Any:
+    lines.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        result: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            key = str(key_node.value)
+            child = f"{path}.{key}" if path else key
+            if key in result:
+                raise SpecError(
+                    f"'{key}' appears twice",
+                    file=file,
+                    line=key_node.start_mark.line + 1,
+                    key=child,
+                    fix="keep one entry per name (view and source names must be unique)",
+                )
+            lines[child] = key_node.start_mark.line + 1
+            result[key] = _to_python(value_node, child, lines, file)
+        return result
+    if isinstance(node, yaml.SequenceNode):
+        return [
+            _to_python(item, f"{path}[{i}]", lines, file) for i, item in enumerate(node.value)
+        ]
+    loader = yaml.SafeLoader("")
+    try:
+        return loader.construct_object(node, deep=True)
+    finally:
+        loader.dispose()
+
+
+def _compose(text: str, file: str) -> tuple[Any, dict[str, int]]:
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        raise SpecError(
+            f"not valid YAML: {exc.problem}",
+            file=file,
+            line=mark.line + 1 if mark else None,
+            key="<document>",
+            fix="fix the YAML syntax at that line (indentation, a missing ':' or quote)",
+        ) from None
+    lines: dict[str, int] = {}
+    if root is None:
+        return {}, lines
+    return _to_python(root, "", lines, file), lines
+
+
+# --- model building ---------------------------------------------------------------------------
+
+
+class _Reader:
+    """Reads typed fields out of the raw mapping, raising SpecErrors that point at the line."""
+
+    def __init__(self, file: str, lines: dict[str, int]) -> None:
+        self.file = file
+        self.lines = lines
+
+    def fail(self, key: str, what: str, fix: str = "") -> SpecError:
+        line = self.lines.get(key)
+        parent = key
+        while line is None and "." in parent:
+            parent = parent.rsplit(".", 1)[0]
+            line = self.lines.get(parent)
+        return SpecError(what, file=self.file, line=line, key=key, fix=fix)
+
+    def mapping(self, raw: Any, key: str) -> dict[str, Any]:
+        if not isinstance(raw, dict):
+            raise self.fail(key, f"expected a mapping, found {_kind(raw)}", "write 'name: value' pairs")
+        return raw
+
+    def only(self, raw: dict[str, Any], key: str, allowed: set[str]) -> None:
+        for name in raw:
+            if name not in allowed:
+                child = f"{key}.{name}" if key else name
+                raise self.fail(
+                    child,
+                    f"unknown setting '{name}'",
+                    f"use one of: {', '.join(sorted(allowed))}",
+                )
+
+    def text(self, raw: dict[str, Any], key: str, name: str, *, required: bool = True) -> str | None:
+        path = f"{key}.{name}" if key else name
+        value = raw.get(name)
+        if value is None:
+            if required:
+                raise self.fail(path, f"'{name}' is required", f"add '{name}: ...' under '{key or 'the top level'}'")
+            return None
+        if not isinstance(value, str | int) or isinstance(value, bool):
+            raise self.fail(path, f"'{name}' must be text, found {_kind(value)}")
+        return str(value)
+
+    def identifier(self, raw: dict[str, Any], key: str, name: str, *, required: bool = True) -> str | None:
+        value = self.text(raw, key, name, required=required)
+        if value is not None:
+            self.check_identifier(value, f"{key}.{name}")
+        return value
+
+    def check_identifier(self, value: str, key: str) -> None:
+        if not IDENTIFIER.match(value):
+            raise self.fail(
+                key,
+                f"'{value}' is not a valid name",
+                "use letters, digits and '_' only, starting with a letter or '_'",
+            )
+
+
+def _kind(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", type(None): "nothing"}.get(type(value), repr(value))
+
+
+def _resolve(base: Path, path: str) -> str:
+    candidate = Path(path).expanduser()
+    return str(candidate if candidate.is_absolute() else (base / candidate).resolve())
+
+
+def _sources(reader: _Reader, raw: Any, base: Path) -> dict[str, Source]:
+    raw = reader.mapping(raw, "sources")
+    if not raw:
+        raise reader.fail("sources", "no sources are declared", "declare at least one source table")
+    sources: dict[str, Source] = {}
+    for name, body in raw.items():
+        key = f"sources.{name}"
+        reader.check_identifier(name, key)
+        body = reader.mapping(body, key)
+        reader.only(body, key, {"path", "key"})
+        path = reader.text(body, key, "path")
+        column = reader.identifier(body, key, "key")
+        assert path is not None and column is not None
+        sources[name] = Source(name, _resolve(base, path), column, reader.lines.get(key))
+    return sources
+
+
+def _fk_join(reader: _Reader, raw: Any, key: str, known: set[str]) -> FkJoin:
+    raw = reader.mapping(raw, key)
+    reader.only(raw, key, {"left", "right", "fk", "how", "right_columns", "right_prefix"})
+    left = reader.identifier(raw, key, "left")
+    right = reader.identifier(raw, key, "right")
+    fk = reader.identifier(raw, key, "fk")
+    assert left and right and fk
+    for role, name in (("left", left), ("right", right)):
+        if name not in known:
+            raise reader.fail(
+                f"{key}.{role}",
+                f"unknown source '{name}'",
+                f"declare it under 'sources:' or use one of: {', '.join(sorted(known))}",
+            )
+    how_text = reader.text(raw, key, "how", required=False) or "inner"
+    try:
+        how = JoinHow(how_text)
+    except ValueError:
+        raise reader.fail(
+            f"{key}.how",
+            f"unknown join type '{how_text}'",
+            f"use one of: {', '.join(h.value for h in JoinHow)}",
+        ) from None
+    columns_raw = raw.get("right_columns")
+    columns: tuple[str, ...] | None = None
+    if columns_raw is not None:
+        if not isinstance(columns_raw, list) or not columns_raw:
+            raise reader.fail(f"{key}.right_columns", "right_columns must be a non-empty list of column names")
+        for i, column in enumerate(columns_raw):
+            if not isinstance(column, str):
+                raise reader.fail(f"{key}.right_columns[{i}]", f"expected a column name, found {_kind(column)}")
+            reader.check_identifier(column, f"{key}.right_columns[{i}]")
+        columns = tuple(columns_raw)
+    prefix = reader.text(raw, key, "right_prefix", required=False) or ""
+    if prefix:
+        reader.check_identifier(prefix, f"{key}.right_prefix")
+    return FkJoin(left, right, fk, how, columns, prefix)
+
+
+def _views(reader: _Reader, raw: Any, storage: str, sources: dict[str, Source], base: Path) -> dict[str, View]:
+    raw = reader.mapping(raw, "views")
+    if not raw:
+        raise reader.fail("views", "no views are declared", "declare at least one view")
+    views: dict[str, View] = {}
+    for name, body in raw.items():
+        key = f"views.{name}"
+        reader.check_identifier(name, key)
+        if name in sources:
+            raise reader.fail(key, f"view '{name}' has the name of a source", "give the view another name")
+        body = reader.mapping(body, key)
+        kinds = [k for k in body if k != "path"]
+        supported = ", ".join(k.value for k in ViewKind)
+        if len(kinds) != 1:
+            raise reader.fail(key, f"a view declares exactly one kind, found {len(kinds)}", f"use one of: {supported}")
+        try:
+            kind = ViewKind(kinds[0])
+        except ValueError:
+            raise reader.fail(f"{key}.{kinds[0]}", f"unknown view kind '{kinds[0]}'", f"use one of: {supported}") from None
+        definition = _fk_join(reader, body[kind.value], f"{key}.{kind.value}", set(sources))
+        explicit = reader.text(body, key, "path", required=False)
+        path = _resolve(base, explicit) if explicit else str(Path(storage) / "views" / name)
+        lines = {k[len(key) + 1:]: v for k, v in reader.lines.items() if k.startswith(key + ".")}
+        views[name] = View(name, kind, definition, path, reader.lines.get(key), lines)
+    return views
+
+
+def parse_spec(text: str, file: str = "<spec>") -> PipelineSpec:
+    """Build a PipelineSpec from YAML text; relative paths resolve against the spec's folder."""
+    raw, lines = _compose(text, file)
+    reader = _Reader(file, lines)
+    raw = reader.mapping(raw, "")
+    reader.only(raw, "", {"pipeline", "schedule", "storage", "sources", "views", "spark"})
+    name = reader.identifier(raw, "", "pipeline")
+    base = Path(file).resolve().parent if not file.startswith("<") else Path.cwd()
+    storage = _resolve(base, reader.text(raw, "", "storage") or "")
+    schedule = reader.text(raw, "", "schedule", required=False)
+    spark_raw = reader.mapping(raw.get("spark") or {}, "spark")
+    reader.only(spark_raw, "spark", {"master", "remote"})
+    spark = SparkSettings(
+        reader.text(spark_raw, "spark", "master", required=False),
+        reader.text(spark_raw, "spark", "remote", required=False),
+    )
+    if "sources" not in raw:
+        raise reader.fail("sources", "'sources' is required", "declare the source tables under 'sources:'")
+    if "views" not in raw:
+        raise reader.fail("views", "'views' is required", "declare at least one view under 'views:'")
+    sources = _sources(reader, raw["sources"], base)
+    views = _views(reader, raw["views"], storage, sources, base)
+    assert name is not None
+    return PipelineSpec(name, file, schedule, storage, sources, views, spark, lines)
+
+
+def load_spec(path: str | Path) -> PipelineSpec:
+    """Load and validate the pipeline spec at `path`."""
+    file = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(
+            f"cannot read the spec: {exc.strerror}", file=file, line=None, key="<file>",
+            fix="check the path to the YAML spec",
+        ) from None
+    return parse_spec(text, file)
+
+
+def find_specs(folder: str | Path) -> list[Path]:
+    """The pipeline specs in a folder, in a stable order."""
+    root = Path(folder)
+    return sorted([*root.glob("*.yaml"), *root.glob("*.yml")])
+
+
+def check_view_schemas(
+    spec: PipelineSpec, view: View, schemas: Mapping[str, Mapping[str, str]]
+) -> None:
+    """Check a view against the columns (name -> Spark type) of the tables it reads."""
+    join = view.fk_join
+    base = f"views.{view.name}.{view.kind.value}"
+    for role in ("left", "right"):
+        source = spec.sources[getattr(join, role)]
+        if source.key not in schemas[source.name]:
+            raise spec.error(
+                f"sources.{source.name}.key",
+                f"key column '{source.key}' is not in table {source.path}",
+                f"use one of its columns: {', '.join(schemas[source.name])}",
+            )
+    left, right = spec.sources[join.left], spec.sources[join.right]
+    left_columns, right_columns = schemas[left.name], schemas[right.name]
+    if join.fk not in left_columns:
+        raise spec.error(
+            f"{base}.fk",
+            f"fk column '{join.fk}' is not in the left table '{left.name}'",
+            f"use one of its columns: {', '.join(left_columns)}",
+        )
+    if left_columns[join.fk] != right_columns[right.key]:
+        raise spec.error(
+            f"{base}.fk",
+            f"fk '{join.fk}' is {left_columns[join.fk]} but the right key "
+            f"'{right.name}.{right.key}' is {right_columns[right.key]}",
+            "make both columns the same type in the source tables",
+        )
+    for i, column in enumerate(join.right_columns or ()):
+        if column not in right_columns:
+            raise spec.error(
+                f"{base}.right_columns[{i}]",
+                f"column '{column}' is not in the right table '{right.name}'",
+                f"use one of its columns: {', '.join(right_columns)}",
+            )
+    chosen = join.right_columns or tuple(c for c in right_columns if c != right.key)
+    clashes = sorted(set(left_columns) & {join.right_prefix + c for c in chosen})
+    if clashes:
+        raise spec.error(
+            f"{base}.right_columns" if join.right_columns else base,
+            f"right columns {clashes} clash with left columns of the same name",
+            "set 'right_prefix: <prefix>_' or choose other right_columns",
+        )

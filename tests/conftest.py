@@ -1,0 +1,34 @@
+"""One local SparkSession per test run, and a tiny lakehouse builder for tests."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from lakejoin.session import spark_session
+
+    session = spark_session(
+        app_name="lakejoin-tests",
+        extra={
+            "spark.master": "local[2]",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.databricks.delta.retentionDurationCheck.enabled": "false",
+            "spark.sql.adaptive.coalescePartitions.initialPartitionNum": "2",
+        },
+    )
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def lake(spark, tmp_path):
+    from tests.lakehouse import Lakehouse
+
+    return Lakehouse(spark, tmp_path)
