@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 import pytest
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
+# py4j logs while the interpreter shuts down, after pytest closed its streams.
+logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 @pytest.fixture(scope="session")

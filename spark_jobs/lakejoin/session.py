@@ -11,6 +11,7 @@ session default for new tables.
 from __future__ import annotations
 
 import os
+import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -49,6 +50,8 @@ def spark_session(
         session = SparkSession.builder.remote(remote).appName(app_name).getOrCreate()
         session.conf.set("spark.databricks.delta.properties.defaults.enableChangeDataFeed", "true")
         return session
+    # Python workers must run the same interpreter as the driver, not whatever `python3` is.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     active = SparkSession.getActiveSession()
     if active is not None:
         return active

@@ -1,0 +1,43 @@
+# lakejoin: `make demo` runs the main job, `make test` runs the test suite.
+# Both install everything they need into ./.venv first (Python packages and Delta's jars).
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+
+export GX_ANALYTICS_ENABLED := False
+export AIRFLOW_HOME ?= $(CURDIR)/.airflow
+export AIRFLOW__CORE__LOAD_EXAMPLES := False
+export AIRFLOW__CORE__DAGS_FOLDER := $(CURDIR)/dags
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: install demo test test-fast lint clean
+
+install: $(VENV)/.delta-jars
+
+$(VENV)/.installed: pyproject.toml constraints.txt
+	@echo "==> installing Python packages into $(VENV) (pinned by constraints.txt)"
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -c constraints.txt -e ".[airflow,dev]"
+	touch $@
+
+$(VENV)/.delta-jars: $(VENV)/.installed
+	@echo "==> fetching Delta Lake's JVM artifacts (once) and starting Spark with Delta"
+	$(BIN)/python -m lakejoin.session || (scripts/fetch-delta-jars.sh && $(BIN)/python -m lakejoin.session)
+	touch $@
+
+demo: install
+	$(BIN)/python scripts/demo.py
+
+test: install lint
+	$(BIN)/python -m pytest -p no:cacheprovider
+
+test-fast: install
+	$(BIN)/python -m pytest -p no:cacheprovider -m "unit"
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check spark_jobs dags plugins tests scripts
+
+clean:
+	rm -rf lakehouse .airflow spark-warehouse

@@ -1,0 +1,141 @@
+"""`lakejoin` command line: run batches and show where each view stands.
+
+    lakejoin run pipelines/marketplace.yaml [--view NAME] [--full-refresh]
+    lakejoin status pipelines/marketplace.yaml
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from lakejoin.errors import LakejoinError
+from lakejoin.spec import PipelineSpec, load_spec
+
+console = Console()
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lakejoin", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run one batch of each view (or of one view)")
+    run.add_argument("spec", help="path to the pipeline spec (YAML)")
+    run.add_argument("--view", action="append", help="only this view (repeatable)")
+    run.add_argument("--full-refresh", action="store_true", help="recompute every key and MERGE the difference")
+    run.add_argument("--no-checks", action="store_true", help="skip the data-quality checks (not recommended)")
+    status = commands.add_parser("status", help="last batch, versions and lag of each view")
+    status.add_argument("spec", help="path to the pipeline spec (YAML)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
+    args = _parser().parse_args(argv)
+    try:
+        spec = load_spec(args.spec)
+        if args.command == "run":
+            return _run(spec, args.view, full_refresh=args.full_refresh, checks=not args.no_checks)
+        return _status(spec)
+    except LakejoinError as exc:
+        console.print(f"[bold red]error[/] {type(exc).__name__}: {exc}", highlight=False)
+        return 2
+
+
+def _run(spec: PipelineSpec, views: list[str] | None, *, full_refresh: bool, checks: bool) -> int:
+    from lakejoin.runner import Phase, run_view
+    from lakejoin.session import spark_session
+
+    names = views or spec.view_order()
+    unknown = [v for v in names if v not in spec.views]
+    if unknown:
+        raise spec.error("views", f"unknown view(s) {unknown}", f"use one of: {', '.join(spec.views)}")
+    with console.status("starting Spark"):
+        spark = spark_session(spec.spark)
+    summaries = []
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console) as progress:
+        for name in names:
+            task = progress.add_task(f"{name}: plan", total=len(Phase))
+
+            def step(phase: Phase, task=task, name=name) -> None:  # noqa: ANN001
+                progress.update(task, description=f"{name}: {phase.value}", advance=1)
+
+            summary = run_view(spark, spec, name, full_refresh=full_refresh, checks=checks, on_step=step)
+            progress.update(task, completed=len(Phase), description=f"{name}: {summary.outcome.value}")
+            summaries.append(summary)
+    console.print(summary_table(summaries))
+    for summary in summaries:
+        if summary.report:
+            console.print(f"[dim]{summary.view}: data-quality report {summary.report}[/]")
+    return 0
+
+
+def _versions(pins: dict[str, int]) -> str:
+    return ", ".join(f"{k}@{v}" for k, v in sorted(pins.items()) if not k.startswith("_"))
+
+
+def summary_table(summaries: list) -> Table:  # noqa: ANN001 - list[BatchSummary]
+    table = Table(title="lakejoin batches")
+    for column in ("view", "batch", "mode", "outcome", "versions read", "changed keys", "affected",
+                   "inserted", "updated", "deleted", "unchanged skipped"):
+        table.add_column(column, justify="right" if column in ("batch", "affected", "inserted", "updated",
+                                                                "deleted", "unchanged skipped") else "left")
+    for s in summaries:
+        start = s.start_versions
+        read = ", ".join(
+            f"{k} {start[k] + 1 if k in start else 0}..{v}"
+            for k, v in sorted(s.pinned_versions.items()) if not k.startswith("_")
+        )
+        changed = ", ".join(f"{k} {n}" for k, n in s.changed_keys.items()) or "-"
+        outcome = s.outcome.value + (" (retry)" if s.retried else "")
+        if not s.output_applied:
+            outcome += " (output already written)"
+        table.add_row(
+            s.view, str(s.batch_id or "-"), s.mode.value if s.mode else "-", outcome,
+            read if s.batch_id else f"nothing new ({_versions(s.pinned_versions)})", changed,
+            str(s.affected_keys), str(s.inserted), str(s.updated), str(s.deleted), str(s.unchanged_skipped),
+        )
+    return table
+
+
+def _status(spec: PipelineSpec) -> int:
+    from lakejoin.batches import BatchStatus
+    from lakejoin.runner import batch_store
+    from lakejoin.session import spark_session
+    from lakejoin.sources import latest_version
+
+    spark = spark_session(spec.spark)
+    store = batch_store(spark, spec)
+    table = Table(title=f"pipeline {spec.name}")
+    for column in ("view", "last batch", "status", "mode", "committed at", "versions", "lag (versions)"):
+        table.add_column(column)
+    for name in spec.view_order():
+        view = spec.views[name]
+        record = store.last(name)
+        if record is None:
+            table.add_row(name, "-", "never run", "-", "-", "-", "-")
+            continue
+        done = store.last_committed(name)
+        lags = []
+        for source in view.inputs:
+            path = spec.sources[source].path
+            current = latest_version(spark, path, role=f"source '{source}'")
+            lags.append(f"{source} {current - (done.pinned_versions.get(source, -1) if done else -1)}")
+        status = record.status.value + (" (will be retried)" if record.status is BatchStatus.PLANNED else "")
+        table.add_row(
+            name, str(record.batch_id), status, record.mode.value,
+            str(done.recorded_at) if done else "-", _versions(record.pinned_versions), ", ".join(lags),
+        )
+    console.print(table)
+    console.print(f"[dim]batch records: {store.path}[/]")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""The demo marketplace: products -> merchants, and a few realistic change batches.
+
+Used by `make demo` and by the end-to-end tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+MERCHANTS = "merchant_id STRING, display_name STRING, photo_url STRING, country STRING"
+PRODUCTS = "product_id STRING, title STRING, price DECIMAL(10,2), merchant_id STRING, updated_at TIMESTAMP"
+
+
+def merchants() -> list[tuple]:
+    names = ["Acme Tools", "Bolt & Nut", "Copper Kettle", "Dune Outdoor", "Ember Candles"]
+    return [(f"m{i + 1}", name, f"https://img.example/m{i + 1}.png", "NL" if i % 2 else "DE")
+            for i, name in enumerate(names)]
+
+
+def products() -> list[tuple]:
+    from datetime import datetime
+    from decimal import Decimal
+
+    titles = ["hammer", "wrench", "kettle", "tent", "candle", "pliers", "teapot", "lantern",
+              "saw", "mug", "stove", "drill", "wick", "rope", "bolt", "screw", "lamp", "tap",
+              "jug", "sleeping bag"]
+    stamp = datetime(2026, 11, 1)
+    return [(f"p{i + 1:02d}", title, Decimal(f"{5 + i * 1.5:.2f}"), f"m{i % 5 + 1}" if i != 19 else None, stamp)
+            for i, title in enumerate(titles)]
+
+
+@dataclass(frozen=True)
+class ChangeBatch:
+    title: str
+    apply: Callable[[SparkSession, str], None]
+
+
+def _merge(spark: SparkSession, path: str, key: str, rows: list[tuple], schema: str) -> None:
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    source = spark.createDataFrame(rows, schema)
+    (
+        DeltaTable.forPath(spark, path).alias("t")
+        .merge(source.alias("s"), F.col(f"t.{key}") == F.col(f"s.{key}"))
+        .whenMatchedUpdateAll()
+        .whenNotMatchedInsertAll()
+        .execute()
+    )
+
+
+def _products_update(spark: SparkSession, root: str, changes: dict[str, dict]) -> None:
+    from datetime import datetime
+
+    current = {r["product_id"]: r.asDict() for r in spark.read.format("delta").load(f"{root}/products").collect()}
+    rows = []
+    for key, values in changes.items():
+        row = {**current[key], **values, "updated_at": datetime(2026, 11, 21)}
+        rows.append(tuple(row[c] for c in ("product_id", "title", "price", "merchant_id", "updated_at")))
+    _merge(spark, f"{root}/products", "product_id", rows, PRODUCTS)
+
+
+def _price_updates(spark: SparkSession, root: str) -> None:
+    from decimal import Decimal
+
+    _products_update(spark, root, {"p01": {"price": Decimal("4.99")}, "p02": {"price": Decimal("7.25")},
+                                   "p07": {"price": Decimal("15.00")}})
+
+
+def _fk_move_and_rename(spark: SparkSession, root: str) -> None:
+    _products_update(spark, root, {"p03": {"merchant_id": "m2"}, "p20": {"merchant_id": "m4"}})
+    rows = [("m2", "Bolt & Nut Co.", "https://img.example/m2-new.png", "NL")]
+    _merge(spark, f"{root}/merchants", "merchant_id", rows, MERCHANTS)
+
+
+def _deletes(spark: SparkSession, root: str) -> None:
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    DeltaTable.forPath(spark, f"{root}/merchants").delete(F.col("merchant_id") == "m5")
+    DeltaTable.forPath(spark, f"{root}/products").delete(F.col("product_id").isin("p04", "p09"))
+
+
+CHANGE_BATCHES = [
+    ChangeBatch("price updates of three products", _price_updates),
+    ChangeBatch("a product moves to another merchant, another gets one, and a merchant is renamed",
+                _fk_move_and_rename),
+    ChangeBatch("merchant m5 closes (deleted) and two products are delisted", _deletes),
+]
+
+
+def create_marketplace(spark: SparkSession, root: str) -> None:
+    """Write the merchants and products tables (CDF on) under `root`."""
+    for name, schema, rows in (("merchants", MERCHANTS, merchants()), ("products", PRODUCTS, products())):
+        (
+            spark.createDataFrame(rows, schema).write.format("delta").mode("overwrite")
+            .option("delta.enableChangeDataFeed", "true").save(f"{root}/{name}")
+        )

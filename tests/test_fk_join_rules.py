@@ -1,0 +1,361 @@
+"""Truth tables of fk_join on real Delta tables (DESIGN §1, "Semantics").
+
+One rule per test: tiny source tables in, the exact output rows out, written by hand. After
+every batch the output must also equal the from-scratch oracle at the versions the batch pinned.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from lakejoin.runner import BatchSummary
+from tests.lakehouse import MERCHANTS, PRODUCTS
+
+pytestmark = pytest.mark.scenario
+
+BOTH = pytest.mark.parametrize("how", ["inner", "left"])
+VIEW = "display_products"
+COLUMNS = ("product_id", "name", "price", "merchant_id", "display_name")
+
+ACME, BOLT = ("m1", "Acme", "a.png"), ("m2", "Bolt", "b.png")
+PEN, CUP = ("p1", "pen", 1.0, "m1"), ("p2", "cup", 2.0, "m1")
+
+
+def row(*values: Any) -> dict[str, Any]:
+    """One output row: product_id, name, price, merchant_id, display_name."""
+    return dict(zip(COLUMNS, values, strict=True))
+
+
+def shop(lake, how: str, merchants: list[tuple], products: list[tuple]):
+    """merchants and products tables, and the spec of `products ⋈ merchants` (display_name only)."""
+    lake.create("merchants", MERCHANTS, merchants)
+    lake.create("products", PRODUCTS, products)
+    return lake.spec(how, right_columns="[display_name]")
+
+
+@dataclass
+class Batch:
+    summary: BatchSummary
+    changes: list[tuple[str, str]]  # (product_id, _change_type) this batch wrote to the output's CDF
+
+
+def output_version(lake, spec) -> int:
+    from delta.tables import DeltaTable
+
+    path = spec.views[VIEW].path
+    if not DeltaTable.isDeltaTable(lake.spark, path):
+        return -1
+    return int(DeltaTable.forPath(lake.spark, path).history(1).first()["version"])
+
+
+def changes_after(lake, spec, version: int) -> list[tuple[str, str]]:
+    """The output's change rows committed after `version`, as (key, change type), sorted."""
+    if output_version(lake, spec) <= version:
+        return []  # no new commit at all (a MERGE that changes nothing does not commit)
+    return sorted((r["product_id"], r["_change_type"]) for r in lake.output_changes(spec, version + 1))
+
+
+def run_batch(lake, spec, **kwargs: Any) -> Batch:
+    """Run one batch; it must commit, and the output must then equal the from-scratch oracle."""
+    before = output_version(lake, spec)
+    summary = lake.run(spec, **kwargs)
+    assert summary.outcome.value == "committed"
+    assert lake.output(spec) == lake.expected(spec)
+    return Batch(summary, changes_after(lake, spec, before))
+
+
+def updated(*keys: str) -> list[tuple[str, str]]:
+    return sorted((k, kind) for k in keys for kind in ("update_preimage", "update_postimage"))
+
+
+# --- foreign keys that move ---------------------------------------------------------------------
+
+
+@BOTH
+def test_fk_moving_x_to_y_and_back_ends_joined_with_x(lake, how):
+    """An fk moving X -> Y -> X ends joined with X, with X's values as they are now."""
+    spec = shop(lake, how, [ACME, BOLT], [PEN])
+    assert run_batch(lake, spec, checks=False).changes == [("p1", "insert")]
+    assert lake.output(spec) == [row("p1", "pen", 1.0, "m1", "Acme")]
+
+    lake.upsert("products", "product_id", [("p1", "pen", 1.0, "m2")])
+    assert run_batch(lake, spec, checks=False).changes == updated("p1")
+    assert lake.output(spec) == [row("p1", "pen", 1.0, "m2", "Bolt")]
+
+    lake.upsert("products", "product_id", [("p1", "pen", 1.0, "m1")])
+    lake.upsert("merchants", "merchant_id", [("m1", "Acme 2", "a.png")])
+    assert run_batch(lake, spec).changes == updated("p1")
+    assert lake.output(spec) == [row("p1", "pen", 1.0, "m1", "Acme 2")]
+
+
+@BOTH
+def test_after_an_fk_moves_away_changes_to_the_old_key_no_longer_touch_the_row(lake, how):
+    """After an fk moves X -> Y, a change to X no longer touches the row (it keeps Y's values);
+    rows that still reference X do get the change."""
+    spec = shop(lake, how, [ACME, BOLT], [PEN, CUP])
+    run_batch(lake, spec, checks=False)
+    lake.upsert("products", "product_id", [("p1", "pen", 1.0, "m2")])
+    run_batch(lake, spec, checks=False)
+
+    lake.upsert("merchants", "merchant_id", [("m1", "Acme 2", "a.png")])
+    batch = run_batch(lake, spec)
+    assert lake.output(spec) == [
+        row("p1", "pen", 1.0, "m2", "Bolt"),
+        row("p2", "cup", 2.0, "m1", "Acme 2"),
+    ]
+    assert batch.summary.affected_keys == 1
+    assert batch.changes == updated("p2")
+
+
+# --- right deletes, null and exact foreign keys ----------------------------------------------------
+
+
+@BOTH
+def test_right_delete_then_reinsert(lake, how):
+    """A right delete: inner deletes the dependents, left nulls their right columns.
+    A re-insert of the right key joins them again."""
+    spec = shop(lake, how, [ACME, BOLT], [PEN, CUP, ("p3", "lid", 3.0, "m2")])
+    run_batch(lake, spec)
+
+    lake.delete("merchants", "merchant_id", ["m1"])
+    batch = run_batch(lake, spec)
+    if how == "inner":
+        assert lake.output(spec) == [row("p3", "lid", 3.0, "m2", "Bolt")]
+        assert batch.changes == [("p1", "delete"), ("p2", "delete")]
+    else:
+        assert lake.output(spec) == [
+            row("p1", "pen", 1.0, "m1", None),
+            row("p2", "cup", 2.0, "m1", None),
+            row("p3", "lid", 3.0, "m2", "Bolt"),
+        ]
+        assert batch.changes == updated("p1", "p2")
+
+    lake.upsert("merchants", "merchant_id", [("m1", "Acme again", "a.png")])
+    batch = run_batch(lake, spec)
+    assert lake.output(spec) == [
+        row("p1", "pen", 1.0, "m1", "Acme again"),
+        row("p2", "cup", 2.0, "m1", "Acme again"),
+        row("p3", "lid", 3.0, "m2", "Bolt"),
+    ]
+    assert batch.changes == ([("p1", "insert"), ("p2", "insert")] if how == "inner" else updated("p1", "p2"))
+
+
+@BOTH
+def test_fk_null_to_value_and_value_to_null(lake, how):
+    """A null fk joins nothing (inner: no row, left: null right columns); setting it joins the
+    row, nulling it again un-joins it."""
+    spec = shop(lake, how, [ACME], [("p1", "pen", 1.0, None), CUP])
+    run_batch(lake, spec)
+    if how == "inner":
+        assert lake.output(spec) == [row("p2", "cup", 2.0, "m1", "Acme")]
+    else:
+        assert lake.output(spec) == [row("p1", "pen", 1.0, None, None), row("p2", "cup", 2.0, "m1", "Acme")]
+
+    lake.upsert("products", "product_id", [("p1", "pen", 1.0, "m1"), ("p2", "cup", 2.0, None)])
+    batch = run_batch(lake, spec)
+    if how == "inner":
+        assert lake.output(spec) == [row("p1", "pen", 1.0, "m1", "Acme")]
+        assert batch.changes == [("p1", "insert"), ("p2", "delete")]
+    else:
+        assert lake.output(spec) == [row("p1", "pen", 1.0, "m1", "Acme"), row("p2", "cup", 2.0, None, None)]
+        assert batch.changes == updated("p1", "p2")
+
+
+@BOTH
+def test_fk_matching_is_exact(lake, how):
+    """fk 'a' never matches right key 'ab', and fk 'abc' never matches 'ab'; a change to 'ab'
+    or a new right key 'a' reaches exactly the rows whose fk equals it."""
+    spec = shop(
+        lake, how, [("ab", "Abby", "ab.png")],
+        [("p1", "pen", 1.0, "a"), ("p2", "cup", 2.0, "abc"), ("p3", "lid", 3.0, "ab")],
+    )
+    run_batch(lake, spec)
+    if how == "inner":
+        assert lake.output(spec) == [row("p3", "lid", 3.0, "ab", "Abby")]
+    else:
+        assert lake.output(spec) == [
+            row("p1", "pen", 1.0, "a", None),
+            row("p2", "cup", 2.0, "abc", None),
+            row("p3", "lid", 3.0, "ab", "Abby"),
+        ]
+
+    lake.upsert("merchants", "merchant_id", [("ab", "Abby 2", "ab.png"), ("a", "Ada", "a.png")])
+    batch = run_batch(lake, spec)
+    assert batch.summary.affected_keys == 2
+    if how == "inner":
+        assert lake.output(spec) == [row("p1", "pen", 1.0, "a", "Ada"), row("p3", "lid", 3.0, "ab", "Abby 2")]
+        assert batch.changes == [("p1", "insert"), *updated("p3")]
+    else:
+        assert lake.output(spec) == [
+            row("p1", "pen", 1.0, "a", "Ada"),
+            row("p2", "cup", 2.0, "abc", None),
+            row("p3", "lid", 3.0, "ab", "Abby 2"),
+        ]
+        assert batch.changes == updated("p1", "p3")
+
+
+# --- several changes inside one batch ----------------------------------------------------------
+
+
+@BOTH
+def test_insert_and_delete_of_a_key_inside_one_batch_leaves_nothing(lake, how):
+    """An insert and a delete of one left key inside one batch leave no output row and no
+    output change row."""
+    spec = shop(lake, how, [ACME], [PEN])
+    run_batch(lake, spec)
+
+    lake.upsert("products", "product_id", [("p2", "cup", 2.0, "m1")])
+    lake.delete("products", "product_id", ["p2"])
+    batch = run_batch(lake, spec)
+    assert lake.output(spec) == [row("p1", "pen", 1.0, "m1", "Acme")]
+    assert batch.changes == []
+    assert batch.summary.inserted == batch.summary.deleted == 0
+
+
+def test_several_changes_to_one_key_inside_one_batch_collapse_to_the_last(lake):
+    """Several changes to one key inside one batch collapse to the last one: one update per
+    output row, with the final values (left and right changes alike)."""
+    spec = shop(lake, "left", [ACME, BOLT], [PEN, ("p2", "cup", 2.0, "m2")])
+    run_batch(lake, spec)
+
+    lake.upsert("products", "product_id", [("p1", "pen 2", 1.0, "m2")])
+    lake.upsert("products", "product_id", [("p1", "pen 3", 1.5, "m1")])
+    lake.delete("products", "product_id", ["p2"])
+    lake.upsert("products", "product_id", [("p2", "cup 2", 2.0, "m1")])
+    lake.upsert("merchants", "merchant_id", [("m1", "Acme 2", "a.png")])
+    lake.upsert("merchants", "merchant_id", [("m1", "Acme 3", "a.png")])
+    batch = run_batch(lake, spec, checks=False)
+    assert lake.output(spec) == [
+        row("p1", "pen 3", 1.5, "m1", "Acme 3"),
+        row("p2", "cup 2", 2.0, "m1", "Acme 3"),
+    ]
+    assert batch.summary.changed_keys == {"products": 2, "merchants": 1}
+    assert batch.changes == updated("p1", "p2")
+
+
+def test_deleting_a_key_that_never_existed_does_nothing(lake):
+    """A delete of a key that never existed does nothing: the batch commits, the output and its
+    change feed stay as they were.
+
+    Delta's DELETE makes no commit when no row matches (checked below), so the delete is written
+    as an overwrite of the key's slice with nothing (`replaceWhere`), which does commit a version.
+    """
+    spec = shop(lake, "inner", [ACME], [PEN])
+    run_batch(lake, spec)
+    before = lake.output(spec)
+
+    version = _version(lake, "products")
+    lake.delete("products", "product_id", ["p9"])
+    assert _version(lake, "products") == version
+    assert lake.run(spec).outcome.value == "skipped"
+
+    (
+        lake.spark.createDataFrame([], PRODUCTS).write.format("delta").mode("overwrite")
+        .option("replaceWhere", "product_id = 'p9'").save(lake.path("products"))
+    )
+    assert _version(lake, "products") == version + 1
+    batch = run_batch(lake, spec)
+    assert batch.summary.affected_keys == 0
+    assert lake.output(spec) == before == [row("p1", "pen", 1.0, "m1", "Acme")]
+    assert batch.changes == []
+
+
+def _version(lake, table: str) -> int:
+    from delta.tables import DeltaTable
+
+    return int(DeltaTable.forPath(lake.spark, lake.path(table)).history(1).first()["version"])
+
+
+# --- what right changes reach ---------------------------------------------------------------------
+
+
+def test_right_rows_nobody_references_never_appear(lake):
+    """Right rows nobody references never appear in the output, and a change to one affects no
+    output key."""
+    spec = shop(lake, "inner", [ACME, ("m9", "Nobody", "n.png")], [PEN])
+    run_batch(lake, spec)
+    assert lake.output(spec) == [row("p1", "pen", 1.0, "m1", "Acme")]
+
+    lake.upsert("merchants", "merchant_id", [("m9", "Nobody 2", "n.png"), ("m8", "New", "x.png")])
+    batch = run_batch(lake, spec)
+    assert batch.summary.affected_keys == 0
+    assert lake.output(spec) == [row("p1", "pen", 1.0, "m1", "Acme")]
+    assert batch.changes == []
+
+
+@BOTH
+def test_a_right_update_reaches_every_row_that_references_it(lake, how):
+    """A right update reaches every left row that references that key (several products of one
+    merchant), and no other row."""
+    spec = shop(
+        lake, how, [ACME, BOLT],
+        [PEN, CUP, ("p3", "lid", 3.0, "m1"), ("p4", "box", 4.0, "m2")],
+    )
+    run_batch(lake, spec)
+
+    lake.upsert("merchants", "merchant_id", [("m1", "Acme 2", "a2.png")])
+    batch = run_batch(lake, spec)
+    assert batch.summary.affected_keys == 3
+    assert lake.output(spec) == [
+        row("p1", "pen", 1.0, "m1", "Acme 2"),
+        row("p2", "cup", 2.0, "m1", "Acme 2"),
+        row("p3", "lid", 3.0, "m1", "Acme 2"),
+        row("p4", "box", 4.0, "m2", "Bolt"),
+    ]
+    assert batch.changes == updated("p1", "p2", "p3")
+
+
+# --- no-ops, full refresh, nothing new ---------------------------------------------------------------
+
+
+def test_a_change_to_identical_content_writes_no_output_change(lake):
+    """Updating a row to identical content (left or right) writes no output change rows."""
+    spec = shop(lake, "left", [ACME], [PEN, CUP])
+    run_batch(lake, spec)
+
+    lake.upsert("products", "product_id", [PEN])
+    lake.upsert("merchants", "merchant_id", [ACME])
+    batch = run_batch(lake, spec)
+    assert batch.summary.affected_keys == 2
+    assert batch.summary.unchanged_skipped >= 1
+    assert batch.summary.updated == batch.summary.inserted == batch.summary.deleted == 0
+    assert batch.changes == []
+    assert lake.output(spec) == [row("p1", "pen", 1.0, "m1", "Acme"), row("p2", "cup", 2.0, "m1", "Acme")]
+
+
+def test_full_refresh_writes_only_real_changes(lake):
+    """A full refresh when nothing changed writes no output change rows; after data changed it
+    equals the oracle and writes exactly the rows that changed."""
+    spec = shop(lake, "inner", [ACME, BOLT], [PEN, CUP, ("p3", "lid", 3.0, "m2")])
+    run_batch(lake, spec)
+
+    batch = run_batch(lake, spec, full_refresh=True)
+    assert batch.summary.mode.value == "full_refresh"
+    assert batch.changes == []
+
+    lake.upsert("merchants", "merchant_id", [("m2", "Bolt 2", "b.png")])
+    lake.delete("products", "product_id", ["p2"])
+    lake.upsert("products", "product_id", [("p4", "box", 4.0, "m1")])
+    batch = run_batch(lake, spec, full_refresh=True, checks=False)
+    assert lake.output(spec) == [
+        row("p1", "pen", 1.0, "m1", "Acme"),
+        row("p3", "lid", 3.0, "m2", "Bolt 2"),
+        row("p4", "box", 4.0, "m1", "Acme"),
+    ]
+    assert batch.changes == sorted([("p2", "delete"), ("p4", "insert"), *updated("p3")])
+
+
+def test_nothing_new_is_skipped(lake):
+    """Re-running with no new source versions is skipped: no batch, no output commit."""
+    spec = shop(lake, "left", [ACME], [PEN])
+    run_batch(lake, spec, checks=False)
+    version = output_version(lake, spec)
+
+    summary = lake.run(spec)
+    assert summary.outcome.value == "skipped"
+    assert summary.batch_id is None
+    assert output_version(lake, spec) == version
+    assert lake.output(spec) == lake.expected(spec) == [row("p1", "pen", 1.0, "m1", "Acme")]

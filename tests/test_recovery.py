@@ -1,0 +1,260 @@
+"""A batch is a transaction (DESIGN §2): reruns write nothing twice, a crash between the output
+MERGE and the batch commit is retried on exactly the pinned versions, and a plan whose checks
+keep failing stays planned until a full refresh supersedes it.
+
+The crash is real: `lakejoin run` in a subprocess (its own Spark JVM) with the failpoint
+LAKEJOIN_FAILPOINT=after_output_merge, which SIGKILLs the process right after the output MERGE,
+before the routing-index update and the batch commit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from lakejoin.batches import BatchMode, BatchStatus, BatchStore
+from lakejoin.errors import QualityCheckFailed
+from lakejoin.runner import FAILPOINT, BatchOutcome, batch_store, routing_index_path
+from lakejoin.sources import latest_version
+from tests.lakehouse import MERCHANTS, PRODUCTS, Lakehouse, fk_join_oracle
+
+pytestmark = pytest.mark.e2e
+
+VIEW = "display_products"
+CLI_TIMEOUT = 480  # a cold Spark JVM on a busy 2-core machine
+
+
+def seeded(lake: Lakehouse, how: str = "left"):
+    merchants = [("m1", "Acme", "a.png"), ("m2", "Bolt", "b.png"), ("m3", "Cask", None)]
+    lake.create("merchants", MERCHANTS, merchants)
+    lake.create(
+        "products",
+        PRODUCTS,
+        [
+            ("p1", "pen", 1.0, "m1"),
+            ("p2", "cup", 2.0, "m2"),
+            ("p3", "lid", 3.0, "m2"),
+            ("p4", "mug", 4.0, None),
+            ("p5", "box", 5.0, "m9"),  # dangling fk
+        ],
+    )
+    return lake.spec(how)
+
+
+def change_everything_once(lake: Lakehouse) -> None:
+    """A left update, an fk move, a right update and deletes on both sides: four commits."""
+    lake.upsert("products", "product_id", [("p1", "pen", 1.5, "m1"), ("p2", "cup", 2.0, "m3")])
+    lake.upsert("merchants", "merchant_id", [("m2", "Bolt Ltd", "b2.png")])
+    lake.delete("merchants", "merchant_id", ["m1"])
+    lake.delete("products", "product_id", ["p4"])
+
+
+def versions(lake: Lakehouse, spec) -> dict[str, int]:  # noqa: ANN001 - PipelineSpec
+    """The current version of every table a batch writes: output, routing index, batch records."""
+    paths = {
+        "output": spec.views[VIEW].path,
+        "routing": routing_index_path(spec, spec.views[VIEW]),
+        "batches": batch_store(lake.spark, spec).path,
+    }
+    return {name: latest_version(lake.spark, path, role=name) for name, path in paths.items()}
+
+
+def operations(lake: Lakehouse, path: str) -> list[tuple[int, str]]:
+    from delta.tables import DeltaTable
+
+    rows = DeltaTable.forPath(lake.spark, path).history().select("version", "operation").collect()
+    return sorted((int(r["version"]), r["operation"]) for r in rows)
+
+
+def txn_actions(path: str, version: int) -> list[dict]:
+    """The `txn` actions (appId, version) Delta recorded in one commit of the table at `path`."""
+    log = Path(path) / "_delta_log" / f"{version:020d}.json"
+    actions = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    return [a["txn"] for a in actions if "txn" in a]
+
+
+def oracle_at(lake: Lakehouse, spec, pins: dict[str, int]) -> list[dict]:  # noqa: ANN001
+    join = spec.views[VIEW].fk_join
+    return fk_join_oracle(
+        lake.rows_at("products", pins["products"]),
+        lake.rows_at("merchants", pins["merchants"]),
+        join=join,
+        left_key="product_id",
+        right_key="merchant_id",
+    )
+
+
+def statuses(store: BatchStore) -> list[tuple[int, str]]:
+    return [(r.batch_id, r.status.value) for r in store.history(VIEW)]
+
+
+def keys_of(rows: list[dict]) -> list[str]:
+    return [r["product_id"] for r in rows]
+
+
+# --- idempotency -------------------------------------------------------------------------------
+
+
+def test_a_rerun_with_nothing_new_is_skipped_and_writes_nothing(lake):
+    spec = seeded(lake)
+    lake.run(spec, checks=False)
+    change_everything_once(lake)
+    second = lake.run(spec, checks=False)
+    assert second.outcome is BatchOutcome.COMMITTED and second.batch_id == 2
+    before, rows = versions(lake, spec), lake.output(spec)
+
+    again = lake.run(spec, checks=False)
+
+    assert again.outcome is BatchOutcome.SKIPPED and again.batch_id is None
+    assert {k: again.pinned_versions[k] for k in ("products", "merchants")} == {
+        k: second.pinned_versions[k] for k in ("products", "merchants")
+    }
+    assert versions(lake, spec) == before
+    assert lake.output(spec) == rows == lake.expected(spec)
+    assert [r.batch_id for r in batch_store(lake.spark, spec).history(VIEW)] == [1, 2]
+
+
+def test_re_executing_a_committed_batch_applies_none_of_its_writes_twice(lake, monkeypatch):
+    """Replay batch 2 after it committed, through run_view itself: the only trick is that the
+    batch store answers "batch 2 is still planned" (as after a lost commit acknowledgement), so
+    the runner redoes the whole batch on the committed pins. Every write of the batch (output
+    MERGE, routing-index MERGE, batch record) carries its txnAppId/txnVersion, so Delta skips
+    all three: no table gets a new version and the output is unchanged."""
+    spec = seeded(lake)
+    lake.run(spec, checks=False)
+    change_everything_once(lake)
+    lake.run(spec, checks=False)
+    committed = batch_store(lake.spark, spec).last(VIEW)
+    assert committed is not None and committed.status is BatchStatus.COMMITTED
+    before, rows = versions(lake, spec), lake.output(spec)
+    assert rows == lake.expected(spec)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(BatchStore, "last", lambda self, view: replace(committed, status=BatchStatus.PLANNED))
+        replay = lake.run(spec, checks=False)
+
+    assert replay.outcome is BatchOutcome.COMMITTED and replay.retried
+    assert replay.batch_id == committed.batch_id
+    assert replay.pinned_versions == committed.pinned_versions
+    assert replay.affected_keys > 0  # the batch really was recomputed ...
+    assert replay.output_applied is False  # ... and its MERGE was skipped by Delta
+    assert versions(lake, spec) == before
+    assert lake.output(spec) == rows == lake.expected(spec)
+    assert statuses(batch_store(lake.spark, spec)) == [(1, "committed"), (2, "committed")]
+
+
+# --- crash between the output MERGE and the commit ---------------------------------------------
+
+
+def run_cli_with_failpoint(spec_file: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_GATEWAY")}
+    env.update({FAILPOINT: "after_output_merge", "GX_ANALYTICS_ENABLED": "False"})
+    return subprocess.run(
+        [sys.executable, "-m", "lakejoin.cli", "run", spec_file],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT,
+        check=False,
+    )
+
+
+def test_a_batch_killed_after_its_output_merge_is_retried_on_its_pinned_versions(lake):
+    spec = seeded(lake)
+    store = BatchStore(lake.spark, spec.name, batch_store(lake.spark, spec).path)
+    output_path = spec.views[VIEW].path
+    assert lake.run(spec, checks=False).batch_id == 1
+    change_everything_once(lake)
+    before = versions(lake, spec)
+
+    crashed = run_cli_with_failpoint(spec.file)
+
+    assert crashed.returncode == -signal.SIGKILL, crashed.stdout + crashed.stderr
+    # The output got batch 2's MERGE, stamped with batch 2's txn; nothing after it happened.
+    after_crash = versions(lake, spec)
+    assert after_crash == {**before, "output": before["output"] + 1, "batches": before["batches"] + 1}
+    assert operations(lake, output_path)[-1] == (after_crash["output"], "MERGE")
+    assert [t["version"] for t in txn_actions(output_path, after_crash["output"])] == [2]
+    planned = store.last(VIEW)
+    assert planned is not None
+    assert (planned.batch_id, planned.status) == (2, BatchStatus.PLANNED)
+    assert planned.pinned_versions["products"] == latest_version(lake.spark, lake.path("products"), role="p")
+    assert lake.output(spec) == oracle_at(lake, spec, planned.pinned_versions)
+
+    # Changes after the crash belong to the next batch, not to the retry.
+    lake.upsert("products", "product_id", [("p6", "cap", 6.0, "m3")])
+    lake.upsert("merchants", "merchant_id", [("m3", "Cask & Co", "c.png")])
+    lake.delete("products", "product_id", ["p3"])
+
+    retry = lake.run(spec)
+
+    assert retry.outcome is BatchOutcome.COMMITTED and retry.retried
+    assert retry.batch_id == 2
+    assert retry.pinned_versions == planned.pinned_versions
+    assert retry.output_applied is False
+    out = lake.output(spec)
+    assert out == lake.expected(spec) == oracle_at(lake, spec, planned.pinned_versions)
+    assert len(set(keys_of(out))) == len(out)
+    assert "p6" not in keys_of(out) and "p3" in keys_of(out)
+    assert {r["merchant_id"]: r["display_name"] for r in out}["m3"] == "Cask"
+    after_retry = versions(lake, spec)
+    assert after_retry["output"] == after_crash["output"]  # no second MERGE for batch 2
+    assert after_retry["routing"] == before["routing"] + 1  # the retry did the routing update
+    assert [op for _, op in operations(lake, output_path)].count("MERGE") == 2
+    assert statuses(store) == [(1, "committed"), (2, "committed")]
+    assert "output" in store.history(VIEW)[-1].notes
+
+    following = lake.run(spec, checks=False)
+
+    assert following.batch_id == 3 and not following.retried
+    assert following.start_versions == planned.pinned_versions
+    out = lake.output(spec)
+    assert out == lake.expected(spec)
+    assert "p6" in keys_of(out) and "p3" not in keys_of(out)
+    assert len(set(keys_of(out))) == len(out)
+
+
+# --- a plan whose checks keep failing ----------------------------------------------------------
+
+
+def test_a_plan_whose_checks_keep_failing_stays_planned_until_a_full_refresh(lake):
+    from delta.tables import DeltaTable
+
+    spec = seeded(lake)
+    store = batch_store(lake.spark, spec)
+    lake.run(spec, checks=False)
+    # Someone deletes an output row behind lakejoin's back: a left join now has fewer rows than
+    # its left table, and no incremental batch touches that key again.
+    DeltaTable.forPath(lake.spark, spec.views[VIEW].path).delete("product_id = 'p5'")
+    lake.upsert("products", "product_id", [("p1", "pen", 1.5, "m1")])
+
+    for _ in range(2):
+        with pytest.raises(QualityCheckFailed, match="batch 2 failed its checks"):
+            lake.run(spec)
+        stuck = store.last(VIEW)
+        assert stuck is not None and (stuck.batch_id, stuck.status) == (2, BatchStatus.PLANNED)
+    report = json.loads(Path(spec.state_path, "reports", VIEW, "batch-000002.json").read_text())
+    assert report["success"] is False
+
+    lake.upsert("products", "product_id", [("p6", "cap", 6.0, "m2")])
+    refresh = lake.run(spec, full_refresh=True)
+
+    assert refresh.outcome is BatchOutcome.COMMITTED and not refresh.retried
+    assert (refresh.batch_id, refresh.mode) == (3, BatchMode.FULL_REFRESH)
+    assert statuses(store) == [(1, "committed"), (2, "abandoned"), (3, "committed")]
+    out = lake.output(spec)
+    assert out == lake.expected(spec)
+    assert {"p5", "p6"} <= set(keys_of(out))
+
+    # The view is incremental again afterwards, routing index included.
+    lake.upsert("merchants", "merchant_id", [("m2", "Bolt Ltd", "b2.png")])
+    following = lake.run(spec, checks=False)
+    assert (following.batch_id, following.mode) == (4, BatchMode.INCREMENTAL)
+    assert lake.output(spec) == lake.expected(spec)
