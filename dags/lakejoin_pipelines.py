@@ -22,7 +22,9 @@ from airflow.sdk import Param, dag, get_current_context, task
 
 from lakejoin.spec import PipelineSpec, find_specs, load_spec
 
-PIPELINES = Path(os.environ.get("LAKEJOIN_PIPELINES_DIR", Path(__file__).resolve().parent.parent / "pipelines"))
+PIPELINES = Path(
+    os.environ.get("LAKEJOIN_PIPELINES_DIR", Path(__file__).resolve().parent.parent / "pipelines")
+)
 
 
 def run_batch(spec_file: str, view: str) -> dict:
@@ -59,10 +61,15 @@ def pipeline_dag(spec_file: Path, spec: PipelineSpec):  # noqa: ANN201 - an Airf
         tags=["lakejoin"],
         doc_md=__doc__,
         params={
-            "views": Param([], type="array", items={"type": "string", "enum": list(spec.views)},
-                           description="Views to run; empty runs all of them."),
-            "full_refresh": Param(False, type="boolean",
-                                  description="Recompute every key and MERGE only the difference."),
+            "views": Param(
+                [],
+                type="array",
+                items={"type": "string", "enum": list(spec.views)},
+                description="Views to run; empty runs all of them.",
+            ),
+            "full_refresh": Param(
+                False, type="boolean", description="Recompute every key and MERGE only the difference."
+            ),
         },
     )
     def pipeline() -> None:

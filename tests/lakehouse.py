@@ -25,12 +25,17 @@ class Lakehouse:
     def create(self, table: str, schema: str, rows: list[tuple], *, cdf: bool = True) -> None:
         from delta.tables import DeltaTable
 
-        builder = DeltaTable.create(self.spark).location(self.path(table)).addColumns(
-            self.spark.createDataFrame([], schema).schema
-        ).property("delta.enableChangeDataFeed", "true" if cdf else "false")
+        builder = (
+            DeltaTable.create(self.spark)
+            .location(self.path(table))
+            .addColumns(self.spark.createDataFrame([], schema).schema)
+            .property("delta.enableChangeDataFeed", "true" if cdf else "false")
+        )
         builder.execute()
         if rows:
-            self.spark.createDataFrame(rows, schema).write.format("delta").mode("append").save(self.path(table))
+            self.spark.createDataFrame(rows, schema).write.format("delta").mode("append").save(
+                self.path(table)
+            )
 
     def upsert(self, table: str, key: str, rows: list[tuple]) -> None:
         from delta.tables import DeltaTable
@@ -58,14 +63,15 @@ class Lakehouse:
         self.spark.createDataFrame(rows, schema).write.format("delta").mode("append").save(self.path(table))
 
     # --- spec and runs ------------------------------------------------------------------
-    def spec(self, how: str = "left", *, right_columns: str = "[display_name, photo_url]",
-             extra: str = "") -> PipelineSpec:
+    def spec(
+        self, how: str = "left", *, right_columns: str = "[display_name, photo_url]", extra: str = ""
+    ) -> PipelineSpec:
         text = f"""\
 pipeline: shop
-storage: {self.root / 'store'}
+storage: {self.root / "store"}
 sources:
-  products: {{path: {self.path('products')}, key: product_id}}
-  merchants: {{path: {self.path('merchants')}, key: merchant_id}}
+  products: {{path: {self.path("products")}, key: product_id}}
+  merchants: {{path: {self.path("merchants")}, key: merchant_id}}
 views:
   display_products:
     fk_join: {{left: products, right: merchants, fk: merchant_id, how: {how},
@@ -107,12 +113,15 @@ views:
         return fk_join_oracle(left_rows, right_rows, join=join, left_key=left.key, right_key=right.key)
 
 
-def fk_join_oracle(left_rows: list[dict], right_rows: list[dict], *, join, left_key: str,
-                   right_key: str) -> list[dict]:
+def fk_join_oracle(
+    left_rows: list[dict], right_rows: list[dict], *, join, left_key: str, right_key: str
+) -> list[dict]:
     by_key = {r[right_key]: r for r in right_rows}
-    columns = list(join.right_columns) if join.right_columns else [
-        c for c in (right_rows[0] if right_rows else {}) if c != right_key
-    ]
+    columns = (
+        list(join.right_columns)
+        if join.right_columns
+        else [c for c in (right_rows[0] if right_rows else {}) if c != right_key]
+    )
     out = []
     for row in left_rows:
         match = by_key.get(row[join.fk]) if row[join.fk] is not None else None

@@ -21,10 +21,10 @@ def marketplace_spec(root: Path) -> str:
     return f"""\
 pipeline: market
 schedule: "@hourly"
-storage: {root / 'lake'}
+storage: {root / "lake"}
 sources:
-  products:  {{path: {root / 'lake' / 'products'},  key: product_id}}
-  merchants: {{path: {root / 'lake' / 'merchants'}, key: merchant_id}}
+  products:  {{path: {root / "lake" / "products"},  key: product_id}}
+  merchants: {{path: {root / "lake" / "merchants"}, key: merchant_id}}
 views:
   display_products:
     fk_join: {{left: products, right: merchants, fk: merchant_id, how: left,
@@ -109,7 +109,9 @@ def _expected(spark, spec, view):
     return fk_join_oracle(
         _rows(spark, left.path, record.pinned_versions[left.name]),
         _rows(spark, right.path, record.pinned_versions[right.name]),
-        join=join, left_key=left.key, right_key=right.key,
+        join=join,
+        left_key=left.key,
+        right_key=right.key,
     )
 
 
@@ -131,7 +133,8 @@ def test_dag_runs_maintain_the_views(airflow_home, spark):
     first = dag.test()
     assert first.state == DagRunState.SUCCESS
     assert {ti.task_id: ti.state for ti in first.get_task_instances()} == {
-        "display_products": TaskInstanceState.SUCCESS, "listed_products": TaskInstanceState.SUCCESS,
+        "display_products": TaskInstanceState.SUCCESS,
+        "listed_products": TaskInstanceState.SUCCESS,
     }
     for view in spec.views:
         assert _output(spark, spec, view) == _expected(spark, spec, view)
@@ -142,7 +145,10 @@ def test_dag_runs_maintain_the_views(airflow_home, spark):
     second = dag.test(run_conf={"views": ["display_products"]})
     assert second.state == DagRunState.SUCCESS
     states = {ti.task_id: ti.state for ti in second.get_task_instances()}
-    assert states == {"display_products": TaskInstanceState.SUCCESS, "listed_products": TaskInstanceState.SKIPPED}
+    assert states == {
+        "display_products": TaskInstanceState.SUCCESS,
+        "listed_products": TaskInstanceState.SKIPPED,
+    }
     assert _output(spark, spec, "display_products") == _expected(spark, spec, "display_products")
     moved = {r["product_id"]: r for r in _output(spark, spec, "display_products")}
     assert moved["p03"]["merchant_id"] == "m2" and moved["p03"]["display_name"] == "Bolt & Nut Co."

@@ -41,9 +41,7 @@ def net_changes(change_feed: DataFrame, key: str) -> DataFrame:
 
     data_columns = [c for c in change_feed.columns if c not in CDF_COLUMNS]
     rank = F.when(F.col("_change_type") == "delete", 0).otherwise(1)
-    latest_first = Window.partitionBy(key).orderBy(
-        F.col("_commit_version").desc(), rank.desc()
-    )
+    latest_first = Window.partitionBy(key).orderBy(F.col("_commit_version").desc(), rank.desc())
     return (
         change_feed.where(F.col("_change_type") != "update_preimage")
         .withColumn("_lj_rank", F.row_number().over(latest_first))

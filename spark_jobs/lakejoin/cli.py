@@ -1,7 +1,7 @@
 """`lakejoin` command line: run batches and show where each view stands.
 
-    lakejoin run pipelines/marketplace.yaml [--view NAME] [--full-refresh]
-    lakejoin status pipelines/marketplace.yaml
+lakejoin run pipelines/marketplace.yaml [--view NAME] [--full-refresh]
+lakejoin status pipelines/marketplace.yaml
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from lakejoin.batches import BatchMode
 from lakejoin.errors import LakejoinError
 from lakejoin.spec import PipelineSpec, load_spec
 
@@ -27,8 +28,12 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run one batch of each view (or of one view)")
     run.add_argument("spec", help="path to the pipeline spec (YAML)")
     run.add_argument("--view", action="append", help="only this view (repeatable)")
-    run.add_argument("--full-refresh", action="store_true", help="recompute every key and MERGE the difference")
-    run.add_argument("--no-checks", action="store_true", help="skip the data-quality checks (not recommended)")
+    run.add_argument(
+        "--full-refresh", action="store_true", help="recompute every key and MERGE the difference"
+    )
+    run.add_argument(
+        "--no-checks", action="store_true", help="skip the data-quality checks (not recommended)"
+    )
     status = commands.add_parser("status", help="last batch, versions and lag of each view")
     status.add_argument("spec", help="path to the pipeline spec (YAML)")
     return parser
@@ -82,24 +87,51 @@ def _versions(pins: dict[str, int]) -> str:
 
 def summary_table(summaries: list) -> Table:  # noqa: ANN001 - list[BatchSummary]
     table = Table(title="lakejoin batches")
-    for column in ("view", "batch", "mode", "outcome", "versions read", "changed keys", "affected",
-                   "inserted", "updated", "deleted", "unchanged skipped"):
-        table.add_column(column, justify="right" if column in ("batch", "affected", "inserted", "updated",
-                                                                "deleted", "unchanged skipped") else "left")
+    for column in (
+        "view",
+        "batch",
+        "mode",
+        "outcome",
+        "versions read",
+        "changed keys",
+        "affected",
+        "inserted",
+        "updated",
+        "deleted",
+        "unchanged skipped",
+    ):
+        table.add_column(
+            column,
+            justify="right"
+            if column in ("batch", "affected", "inserted", "updated", "deleted", "unchanged skipped")
+            else "left",
+        )
     for s in summaries:
         start = s.start_versions
-        read = ", ".join(
-            f"{k} {start[k] + 1 if k in start else 0}..{v}"
-            for k, v in sorted(s.pinned_versions.items()) if not k.startswith("_")
-        )
+        if s.mode is BatchMode.FULL_REFRESH:
+            read = "snapshots " + _versions(s.pinned_versions)
+        else:
+            read = ", ".join(
+                f"{k} {start[k] + 1 if k in start else 0}..{v}"
+                for k, v in sorted(s.pinned_versions.items())
+                if not k.startswith("_")
+            )
         changed = ", ".join(f"{k} {n}" for k, n in s.changed_keys.items()) or "-"
         outcome = s.outcome.value + (" (retry)" if s.retried else "")
         if not s.output_applied:
             outcome += " (output already written)"
         table.add_row(
-            s.view, str(s.batch_id or "-"), s.mode.value if s.mode else "-", outcome,
-            read if s.batch_id else f"nothing new ({_versions(s.pinned_versions)})", changed,
-            str(s.affected_keys), str(s.inserted), str(s.updated), str(s.deleted), str(s.unchanged_skipped),
+            s.view,
+            str(s.batch_id or "-"),
+            s.mode.value if s.mode else "-",
+            outcome,
+            read if s.batch_id else f"nothing new ({_versions(s.pinned_versions)})",
+            changed,
+            str(s.affected_keys),
+            str(s.inserted),
+            str(s.updated),
+            str(s.deleted),
+            str(s.unchanged_skipped),
         )
     return table
 
@@ -129,8 +161,13 @@ def _status(spec: PipelineSpec) -> int:
             lags.append(f"{source} {current - (done.pinned_versions.get(source, -1) if done else -1)}")
         status = record.status.value + (" (will be retried)" if record.status is BatchStatus.PLANNED else "")
         table.add_row(
-            name, str(record.batch_id), status, record.mode.value,
-            str(done.recorded_at) if done else "-", _versions(record.pinned_versions), ", ".join(lags),
+            name,
+            str(record.batch_id),
+            status,
+            record.mode.value,
+            str(done.recorded_at) if done else "-",
+            _versions(record.pinned_versions),
+            ", ".join(lags),
         )
     console.print(table)
     console.print(f"[dim]batch records: {store.path}[/]")

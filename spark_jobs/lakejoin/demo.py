@@ -18,20 +18,43 @@ PRODUCTS = "product_id STRING, title STRING, price DECIMAL(10,2), merchant_id ST
 
 def merchants() -> list[tuple]:
     names = ["Acme Tools", "Bolt & Nut", "Copper Kettle", "Dune Outdoor", "Ember Candles"]
-    return [(f"m{i + 1}", name, f"https://img.example/m{i + 1}.png", "NL" if i % 2 else "DE")
-            for i, name in enumerate(names)]
+    return [
+        (f"m{i + 1}", name, f"https://img.example/m{i + 1}.png", "NL" if i % 2 else "DE")
+        for i, name in enumerate(names)
+    ]
 
 
 def products() -> list[tuple]:
     from datetime import datetime
     from decimal import Decimal
 
-    titles = ["hammer", "wrench", "kettle", "tent", "candle", "pliers", "teapot", "lantern",
-              "saw", "mug", "stove", "drill", "wick", "rope", "bolt", "screw", "lamp", "tap",
-              "jug", "sleeping bag"]
+    titles = [
+        "hammer",
+        "wrench",
+        "kettle",
+        "tent",
+        "candle",
+        "pliers",
+        "teapot",
+        "lantern",
+        "saw",
+        "mug",
+        "stove",
+        "drill",
+        "wick",
+        "rope",
+        "bolt",
+        "screw",
+        "lamp",
+        "tap",
+        "jug",
+        "sleeping bag",
+    ]
     stamp = datetime(2026, 11, 1)
-    return [(f"p{i + 1:02d}", title, Decimal(f"{5 + i * 1.5:.2f}"), f"m{i % 5 + 1}" if i != 19 else None, stamp)
-            for i, title in enumerate(titles)]
+    return [
+        (f"p{i + 1:02d}", title, Decimal(f"{5 + i * 1.5:.2f}"), f"m{i % 5 + 1}" if i != 19 else None, stamp)
+        for i, title in enumerate(titles)
+    ]
 
 
 @dataclass(frozen=True)
@@ -46,7 +69,8 @@ def _merge(spark: SparkSession, path: str, key: str, rows: list[tuple], schema: 
 
     source = spark.createDataFrame(rows, schema)
     (
-        DeltaTable.forPath(spark, path).alias("t")
+        DeltaTable.forPath(spark, path)
+        .alias("t")
         .merge(source.alias("s"), F.col(f"t.{key}") == F.col(f"s.{key}"))
         .whenMatchedUpdateAll()
         .whenNotMatchedInsertAll()
@@ -57,7 +81,9 @@ def _merge(spark: SparkSession, path: str, key: str, rows: list[tuple], schema: 
 def _products_update(spark: SparkSession, root: str, changes: dict[str, dict]) -> None:
     from datetime import datetime
 
-    current = {r["product_id"]: r.asDict() for r in spark.read.format("delta").load(f"{root}/products").collect()}
+    current = {
+        r["product_id"]: r.asDict() for r in spark.read.format("delta").load(f"{root}/products").collect()
+    }
     rows = []
     for key, values in changes.items():
         row = {**current[key], **values, "updated_at": datetime(2026, 11, 21)}
@@ -68,8 +94,15 @@ def _products_update(spark: SparkSession, root: str, changes: dict[str, dict]) -
 def _price_updates(spark: SparkSession, root: str) -> None:
     from decimal import Decimal
 
-    _products_update(spark, root, {"p01": {"price": Decimal("4.99")}, "p02": {"price": Decimal("7.25")},
-                                   "p07": {"price": Decimal("15.00")}})
+    _products_update(
+        spark,
+        root,
+        {
+            "p01": {"price": Decimal("4.99")},
+            "p02": {"price": Decimal("7.25")},
+            "p07": {"price": Decimal("15.00")},
+        },
+    )
 
 
 def _fk_move_and_rename(spark: SparkSession, root: str) -> None:
@@ -88,8 +121,10 @@ def _deletes(spark: SparkSession, root: str) -> None:
 
 CHANGE_BATCHES = [
     ChangeBatch("price updates of three products", _price_updates),
-    ChangeBatch("a product moves to another merchant, another gets one, and a merchant is renamed",
-                _fk_move_and_rename),
+    ChangeBatch(
+        "a product moves to another merchant, another gets one, and a merchant is renamed",
+        _fk_move_and_rename,
+    ),
     ChangeBatch("merchant m5 closes (deleted) and two products are delisted", _deletes),
 ]
 
@@ -98,6 +133,9 @@ def create_marketplace(spark: SparkSession, root: str) -> None:
     """Write the merchants and products tables (CDF on) under `root`."""
     for name, schema, rows in (("merchants", MERCHANTS, merchants()), ("products", PRODUCTS, products())):
         (
-            spark.createDataFrame(rows, schema).write.format("delta").mode("overwrite")
-            .option("delta.enableChangeDataFeed", "true").save(f"{root}/{name}")
+            spark.createDataFrame(rows, schema)
+            .write.format("delta")
+            .mode("overwrite")
+            .option("delta.enableChangeDataFeed", "true")
+            .save(f"{root}/{name}")
         )

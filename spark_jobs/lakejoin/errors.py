@@ -22,9 +22,7 @@ class LakejoinError(Exception):
 class SpecError(LakejoinError):
     """A pipeline spec is malformed or does not fit the tables it names."""
 
-    def __init__(
-        self, what: str, *, file: str, line: int | None, key: str, fix: str = ""
-    ) -> None:
+    def __init__(self, what: str, *, file: str, line: int | None, key: str, fix: str = "") -> None:
         self.file = file
         self.line = line
         self.key = key
@@ -52,7 +50,7 @@ class NullKeyError(SourceError):
     """A source holds a row whose key is null."""
 
 
-class QualityCheckFailed(LakejoinError):
+class QualityCheckError(LakejoinError):
     """A blocking data-quality check failed; the batch was not committed."""
 
 

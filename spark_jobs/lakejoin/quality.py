@@ -6,7 +6,7 @@ Two validations run before a batch commits:
 - the output table at its new version: for a left join, as many rows as the left table.
 
 Every batch leaves a JSON report under `<storage>/_lakejoin/reports/<view>/`. A failed check
-raises QualityCheckFailed before the commit, naming the failed expectations and the report.
+raises QualityCheckError before the commit, naming the failed expectations and the report.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakejoin.errors import QualityCheckFailed
+from lakejoin.errors import QualityCheckError
 from lakejoin.spec import JoinHow, PipelineSpec, View
 
 if TYPE_CHECKING:
@@ -65,9 +65,9 @@ class _Validator:
         unique = f"{name}_{cls._serial}"
         context = cls._context
         source = context.data_sources.add_spark(name=f"src_{unique}", persist=False)
-        batch_definition = source.add_dataframe_asset(name=f"asset_{unique}").add_batch_definition_whole_dataframe(
-            f"batch_{unique}"
-        )
+        batch_definition = source.add_dataframe_asset(
+            name=f"asset_{unique}"
+        ).add_batch_definition_whole_dataframe(f"batch_{unique}")
         suite = context.suites.add(gx.ExpectationSuite(name=f"suite_{unique}", expectations=expectations))
         definition = context.validation_definitions.add(
             gx.ValidationDefinition(name=f"validation_{unique}", data=batch_definition, suite=suite)
@@ -149,7 +149,7 @@ def check_batch(
             for c in checks
             if not c.success
         )
-        raise QualityCheckFailed(
+        raise QualityCheckError(
             f"batch {plan.batch_id} failed its checks: {failed}",
             where=f"view '{view.name}', report {report_path}",
             fix="the batch was not committed; fix the source data, then rerun with --full-refresh",

@@ -43,16 +43,8 @@ def ensure_index(spark: SparkSession, path: str, left_type: DataType, right_type
     from delta.tables import DeltaTable
     from pyspark.sql.types import StructField, StructType
 
-    schema = StructType(
-        [StructField(RIGHT_KEY, right_type, True), StructField(LEFT_KEY, left_type, False)]
-    )
-    (
-        DeltaTable.createIfNotExists(spark)
-        .location(path)
-        .addColumns(schema)
-        .clusterBy(RIGHT_KEY)
-        .execute()
-    )
+    schema = StructType([StructField(RIGHT_KEY, right_type, True), StructField(LEFT_KEY, left_type, False)])
+    (DeltaTable.createIfNotExists(spark).location(path).addColumns(schema).clusterBy(RIGHT_KEY).execute())
 
 
 def read_index(spark: SparkSession, path: str, version: int) -> DataFrame:

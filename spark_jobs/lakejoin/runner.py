@@ -162,8 +162,7 @@ class _Batch:
         else:
             start_from, next_id = last, (last.batch_id + 1 if last else 1)
         pinned = {
-            s.name: latest_version(self.spark, s.path, role=self._where(s))
-            for s in (self.left, self.right)
+            s.name: latest_version(self.spark, s.path, role=self._where(s)) for s in (self.left, self.right)
         }
         pinned[ROUTING] = self._routing_version()
         start = dict(start_from.pinned_versions) if start_from else {}
@@ -346,7 +345,9 @@ class _Batch:
                 counts = merge_affected(self.spark, self.view.path, recomputed, affected, key)
         self.summary.output_applied = counts.applied
         self.summary.inserted, self.summary.updated, self.summary.deleted = (
-            counts.inserted, counts.updated, counts.deleted,
+            counts.inserted,
+            counts.updated,
+            counts.deleted,
         )
         if counts.applied:
             self.summary.unchanged_skipped = self.summary.recomputed_rows - counts.inserted - counts.updated

@@ -56,9 +56,7 @@ def merge_affected(
     """MERGE the recomputed rows of the affected keys; affected keys with no row are deleted."""
     from pyspark.sql import functions as F
 
-    source = affected.select(key).join(
-        recomputed.withColumn(PRESENT, F.lit(True)), on=key, how="left"
-    )
+    source = affected.select(key).join(recomputed.withColumn(PRESENT, F.lit(True)), on=key, how="left")
     present = F.col(f"s.{PRESENT}").isNotNull()
     return _merge(spark, path, source, recomputed.columns, key, deleted=~present, insert=present)
 
@@ -68,7 +66,13 @@ def merge_full(spark: SparkSession, path: str, recomputed: DataFrame, key: str) 
     from pyspark.sql import functions as F
 
     return _merge(
-        spark, path, recomputed, recomputed.columns, key, deleted=None, insert=F.lit(True),
+        spark,
+        path,
+        recomputed,
+        recomputed.columns,
+        key,
+        deleted=None,
+        insert=F.lit(True),
         delete_unmatched=True,
     )
 
@@ -91,17 +95,17 @@ def _merge(
     changed = F.lit(False)
     for column in values:
         changed = changed | ~F.col(f"t.`{column}`").eqNullSafe(F.col(f"s.`{column}`"))
-    merge = DeltaTable.forPath(spark, path).alias("t").merge(
-        source.alias("s"), F.col(f"t.`{key}`") == F.col(f"s.`{key}`")
+    merge = (
+        DeltaTable.forPath(spark, path)
+        .alias("t")
+        .merge(source.alias("s"), F.col(f"t.`{key}`") == F.col(f"s.`{key}`"))
     )
     if deleted is not None:
         merge = merge.whenMatchedDelete(condition=deleted)
         changed = ~deleted & changed
     merge = merge.whenMatchedUpdate(
         condition=changed, set={f"`{c}`": F.col(f"s.`{c}`") for c in values}
-    ).whenNotMatchedInsert(
-        condition=insert, values={f"`{c}`": F.col(f"s.`{c}`") for c in columns}
-    )
+    ).whenNotMatchedInsert(condition=insert, values={f"`{c}`": F.col(f"s.`{c}`") for c in columns})
     if delete_unmatched:
         merge = merge.whenNotMatchedBySourceDelete()
     result = merge.execute()

@@ -116,9 +116,7 @@ def _to_python(node: yaml.Node, path: str, lines: dict[str, int], file: str) -> 
             result[key] = _to_python(value_node, child, lines, file)
         return result
     if isinstance(node, yaml.SequenceNode):
-        return [
-            _to_python(item, f"{path}[{i}]", lines, file) for i, item in enumerate(node.value)
-        ]
+        return [_to_python(item, f"{path}[{i}]", lines, file) for i, item in enumerate(node.value)]
     loader = yaml.SafeLoader("")
     try:
         return loader.construct_object(node, deep=True)
@@ -182,7 +180,9 @@ class _Reader:
         value = raw.get(name)
         if value is None:
             if required:
-                raise self.fail(path, f"'{name}' is required", f"add '{name}: ...' under '{key or 'the top level'}'")
+                raise self.fail(
+                    path, f"'{name}' is required", f"add '{name}: ...' under '{key or 'the top level'}'"
+                )
             return None
         if not isinstance(value, str | int) or isinstance(value, bool):
             raise self.fail(path, f"'{name}' must be text, found {_kind(value)}")
@@ -256,10 +256,14 @@ def _fk_join(reader: _Reader, raw: Any, key: str, known: set[str]) -> FkJoin:
     columns: tuple[str, ...] | None = None
     if columns_raw is not None:
         if not isinstance(columns_raw, list) or not columns_raw:
-            raise reader.fail(f"{key}.right_columns", "right_columns must be a non-empty list of column names")
+            raise reader.fail(
+                f"{key}.right_columns", "right_columns must be a non-empty list of column names"
+            )
         for i, column in enumerate(columns_raw):
             if not isinstance(column, str):
-                raise reader.fail(f"{key}.right_columns[{i}]", f"expected a column name, found {_kind(column)}")
+                raise reader.fail(
+                    f"{key}.right_columns[{i}]", f"expected a column name, found {_kind(column)}"
+                )
             reader.check_identifier(column, f"{key}.right_columns[{i}]")
         columns = tuple(columns_raw)
     prefix = reader.text(raw, key, "right_prefix", required=False) or ""
@@ -268,7 +272,9 @@ def _fk_join(reader: _Reader, raw: Any, key: str, known: set[str]) -> FkJoin:
     return FkJoin(left, right, fk, how, columns, prefix)
 
 
-def _views(reader: _Reader, raw: Any, storage: str, sources: dict[str, Source], base: Path) -> dict[str, View]:
+def _views(
+    reader: _Reader, raw: Any, storage: str, sources: dict[str, Source], base: Path
+) -> dict[str, View]:
     raw = reader.mapping(raw, "views")
     if not raw:
         raise reader.fail("views", "no views are declared", "declare at least one view")
@@ -282,15 +288,19 @@ def _views(reader: _Reader, raw: Any, storage: str, sources: dict[str, Source], 
         kinds = [k for k in body if k != "path"]
         supported = ", ".join(k.value for k in ViewKind)
         if len(kinds) != 1:
-            raise reader.fail(key, f"a view declares exactly one kind, found {len(kinds)}", f"use one of: {supported}")
+            raise reader.fail(
+                key, f"a view declares exactly one kind, found {len(kinds)}", f"use one of: {supported}"
+            )
         try:
             kind = ViewKind(kinds[0])
         except ValueError:
-            raise reader.fail(f"{key}.{kinds[0]}", f"unknown view kind '{kinds[0]}'", f"use one of: {supported}") from None
+            raise reader.fail(
+                f"{key}.{kinds[0]}", f"unknown view kind '{kinds[0]}'", f"use one of: {supported}"
+            ) from None
         definition = _fk_join(reader, body[kind.value], f"{key}.{kind.value}", set(sources))
         explicit = reader.text(body, key, "path", required=False)
         path = _resolve(base, explicit) if explicit else str(Path(storage) / "views" / name)
-        lines = {k[len(key) + 1:]: v for k, v in reader.lines.items() if k.startswith(key + ".")}
+        lines = {k[len(key) + 1 :]: v for k, v in reader.lines.items() if k.startswith(key + ".")}
         views[name] = View(name, kind, definition, path, reader.lines.get(key), lines)
     return views
 
@@ -328,7 +338,10 @@ def load_spec(path: str | Path) -> PipelineSpec:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise SpecError(
-            f"cannot read the spec: {exc.strerror}", file=file, line=None, key="<file>",
+            f"cannot read the spec: {exc.strerror}",
+            file=file,
+            line=None,
+            key="<file>",
             fix="check the path to the YAML spec",
         ) from None
     return parse_spec(text, file)
@@ -340,9 +353,7 @@ def find_specs(folder: str | Path) -> list[Path]:
     return sorted([*root.glob("*.yaml"), *root.glob("*.yml")])
 
 
-def check_view_schemas(
-    spec: PipelineSpec, view: View, schemas: Mapping[str, Mapping[str, str]]
-) -> None:
+def check_view_schemas(spec: PipelineSpec, view: View, schemas: Mapping[str, Mapping[str, str]]) -> None:
     """Check a view against the columns (name -> Spark type) of the tables it reads."""
     join = view.fk_join
     base = f"views.{view.name}.{view.kind.value}"
