@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from lakejoin.batches import BatchMode, BatchStatus, BatchStore
-from lakejoin.errors import QualityCheckFailed
+from lakejoin.errors import QualityCheckError
 from lakejoin.runner import FAILPOINT, BatchOutcome, batch_store, routing_index_path
 from lakejoin.sources import latest_version
 from tests.lakehouse import MERCHANTS, PRODUCTS, Lakehouse, fk_join_oracle
@@ -236,7 +236,7 @@ def test_a_plan_whose_checks_keep_failing_stays_planned_until_a_full_refresh(lak
     lake.upsert("products", "product_id", [("p1", "pen", 1.5, "m1")])
 
     for _ in range(2):
-        with pytest.raises(QualityCheckFailed, match="batch 2 failed its checks"):
+        with pytest.raises(QualityCheckError, match="batch 2 failed its checks"):
             lake.run(spec)
         stuck = store.last(VIEW)
         assert stuck is not None and (stuck.batch_id, stuck.status) == (2, BatchStatus.PLANNED)

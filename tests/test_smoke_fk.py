@@ -18,5 +18,3 @@ def test_incremental_equals_recompute_over_batches(lake):
     assert second.affected_keys == 3
     assert lake.output(spec) == lake.expected(spec)
     assert lake.run(spec).outcome.value == "skipped"
-
-

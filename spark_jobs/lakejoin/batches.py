@@ -109,14 +109,22 @@ class BatchStore:
             record.metrics,
             json.dumps(record.notes, sort_keys=True),
         )
-        (
-            self.spark.createDataFrame([row], SCHEMA)
-            .write.format("delta")
-            .mode("append")
-            .option("txnAppId", f"lakejoin.{self.pipeline}.{record.view}.batches")
-            .option("txnVersion", txn_version)
-            .save(self.path)
-        )
+        frame = self.spark.createDataFrame([row], SCHEMA)
+        for attempt in range(3):
+            try:
+                (
+                    frame.write.format("delta")
+                    .mode("append")
+                    .option("txnAppId", f"lakejoin.{self.pipeline}.{record.view}.batches")
+                    .option("txnVersion", txn_version)
+                    .save(self.path)
+                )
+                return
+            except Exception as exc:
+                # Views of one pipeline may run in parallel; only the very first appends race
+                # to create the table. Blind appends never conflict once it exists.
+                if attempt == 2 or "Concurrent" not in str(exc) and "ProtocolChanged" not in str(exc):
+                    raise
 
 
 def _from_row(row) -> BatchRecord:  # noqa: ANN001 - pyspark Row

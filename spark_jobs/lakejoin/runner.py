@@ -236,6 +236,7 @@ class _Batch:
             left_rows = left_snapshot
             self._require_keys(left_rows, self.left, pinned[self.left.name])
             right_rows = right_snapshot
+            self._require_keys(right_rows, self.right, pinned[self.right.name])
         else:
             left_rows = left_snapshot.join(F.broadcast(affected), on=self.left.key, how="left_semi")
             right_rows = fk_join.referenced_right_rows(

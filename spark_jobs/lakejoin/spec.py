@@ -129,6 +129,9 @@ def _compose(text: str, file: str) -> tuple[Any, dict[str, int]]:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
+        if exc.context_mark is not None and "simple key" in (exc.context or ""):
+            # A missing ':' is found on the next line; the key that lacks it is the context.
+            mark = exc.context_mark
         raise SpecError(
             f"not valid YAML: {exc.problem}",
             file=file,
