@@ -362,16 +362,15 @@ def test_a_null_key_in_the_changes(lake, table):
     )
 
 
-# --- known lakejoin bugs: these fail until lakejoin is fixed -------------------------------------
+# --- regressions: both were lakejoin bugs found by these tests ------------------------------------
 
 
 @pytest.mark.unit
 def test_a_missing_colon_is_reported_on_its_own_line():
-    """LAKEJOIN BUG, fails on purpose: `storage ./store` on line 2 is reported at line 3.
+    """A missing ':' is reported on the line of the key that lacks it, not the next one.
 
-    spec._compose (spec.py:131) reports PyYAML's problem_mark (where the scanner gave up: the next
-    line) and drops its context_mark ("while scanning a simple key", line 2), so the user is sent
-    to the wrong line for the most common YAML mistake.
+    PyYAML's problem_mark is where the scanner gave up (the next line); its context_mark
+    ("while scanning a simple key") is the line the user must fix.
     """
     with pytest.raises(SpecError) as exc:
         parse_spec(GOOD.replace("storage: ./store", "storage ./store"), "pipelines/shop.yaml")
@@ -383,11 +382,7 @@ def test_a_missing_colon_is_reported_on_its_own_line():
 @pytest.mark.parametrize("table", list(NULL_KEYS))
 def test_a_null_key_in_the_first_snapshot(lake, table):
     """A null key in a source snapshot fails the first batch (a full refresh) as it fails an
-    incremental one.
-
-    LAKEJOIN BUG, the [merchants] case fails on purpose: runner._Batch.execute (runner.py:237)
-    checks null keys of the left snapshot only (`_require_keys(left_rows, ...)`); a right row with
-    a null key passes a full refresh silently, while the same row in the changes raises NullKeyError.
+    incremental one, on either side of the join.
     """
     key, ghost = NULL_KEYS[table]
     lake.create("merchants", MERCHANTS, [ACME] + ([ghost] if table == "merchants" else []))
