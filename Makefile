@@ -37,7 +37,8 @@ test-fast: install
 	$(BIN)/python -m pytest -p no:cacheprovider -m "unit"
 
 lint: $(VENV)/.installed
-	$(BIN)/ruff check spark_jobs dags plugins tests scripts
+	$(BIN)/ruff check spark_jobs dags tests scripts
+	$(BIN)/mypy
 
 clean:
 	rm -rf lakehouse .airflow spark-warehouse

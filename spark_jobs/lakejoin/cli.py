@@ -19,8 +19,6 @@ from lakejoin.batches import BatchMode
 from lakejoin.errors import LakejoinError
 from lakejoin.spec import PipelineSpec, load_spec
 
-console = Console()
-
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lakejoin", description=__doc__.splitlines()[0])
@@ -42,17 +40,20 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
     args = _parser().parse_args(argv)
+    console = Console()
     try:
         spec = load_spec(args.spec)
         if args.command == "run":
-            return _run(spec, args.view, full_refresh=args.full_refresh, checks=not args.no_checks)
-        return _status(spec)
+            return _run(console, spec, args.view, full_refresh=args.full_refresh, checks=not args.no_checks)
+        return _status(console, spec)
     except LakejoinError as exc:
-        console.print(f"[bold red]error[/] {type(exc).__name__}: {exc}", highlight=False)
+        console.print(f"[bold red]error[/] {type(exc).__name__}: {exc}", highlight=False, soft_wrap=True)
         return 2
 
 
-def _run(spec: PipelineSpec, views: list[str] | None, *, full_refresh: bool, checks: bool) -> int:
+def _run(
+    console: Console, spec: PipelineSpec, views: list[str] | None, *, full_refresh: bool, checks: bool
+) -> int:
     from lakejoin.runner import Phase, run_view
     from lakejoin.session import spark_session
 
@@ -136,7 +137,7 @@ def summary_table(summaries: list) -> Table:  # noqa: ANN001 - list[BatchSummary
     return table
 
 
-def _status(spec: PipelineSpec) -> int:
+def _status(console: Console, spec: PipelineSpec) -> int:
     from lakejoin.batches import BatchStatus
     from lakejoin.runner import batch_store
     from lakejoin.session import spark_session

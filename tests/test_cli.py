@@ -1,0 +1,56 @@
+"""The command line: `lakejoin run` summarises each batch, `lakejoin status` shows the lag."""
+
+from __future__ import annotations
+
+import pytest
+
+from lakejoin.cli import main
+from tests.lakehouse import MERCHANTS, PRODUCTS
+
+pytestmark = pytest.mark.e2e
+
+
+def _table_row(output: str, view: str) -> list[str]:
+    line = next(line for line in output.splitlines() if line.startswith(f"│ {view}"))
+    return [cell.strip() for cell in line.strip("│").split("│")]
+
+
+def test_run_summarises_and_status_shows_lag(lake, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "220")
+    lake.create("merchants", MERCHANTS, [("m1", "Acme", "a.png"), ("m2", "Bolt", "b.png")])
+    lake.create(
+        "products", PRODUCTS, [("p1", "pen", 1.0, "m1"), ("p2", "cup", 2.0, "m2"), ("p3", "lid", 3.0, "m1")]
+    )
+    spec = lake.spec("left")
+    spec_file = str(lake.root / "shop.yaml")
+    assert main(["run", spec_file]) == 0
+    capsys.readouterr()
+
+    lake.upsert("merchants", "merchant_id", [("m1", "Acme Inc", "a.png")])
+    lake.upsert("products", "product_id", [("p2", "cup", 2.0, "m2")])
+    assert main(["status", spec_file]) == 0
+    status = _table_row(capsys.readouterr().out, "display_products")
+    assert status[1:4] == ["1", "committed", "full_refresh"]
+    assert status[-1] == "products 1, merchants 1"
+
+    assert main(["run", spec_file, "--view", "display_products"]) == 0
+    run = _table_row(capsys.readouterr().out, "display_products")
+    # view, batch, mode, outcome, versions read, changed keys, affected, ins, upd, del, unchanged
+    assert run[1:4] == ["2", "incremental", "committed"]
+    assert run[4] == "merchants 2..2, products 2..2"
+    assert run[5] == "products 1, merchants 1"
+    assert run[6:] == ["3", "0", "2", "0", "1"]
+    assert lake.output(spec) == lake.expected(spec)
+
+    assert main(["status", spec_file]) == 0
+    assert _table_row(capsys.readouterr().out, "display_products")[-1] == "products 0, merchants 0"
+
+
+def test_a_user_error_is_one_message_and_exit_2(lake, capsys):
+    lake.create("merchants", MERCHANTS, [("m1", "Acme", "a.png")])
+    lake.create("products", PRODUCTS, [("p1", "pen", 1.0, "m1")])
+    lake.spec("left")
+    assert main(["run", str(lake.root / "shop.yaml"), "--view", "nope"]) == 2
+    out = capsys.readouterr().out
+    assert "unknown view(s) ['nope']" in out and "use one of: display_products" in out
+    assert "Traceback" not in out
