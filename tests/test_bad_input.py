@@ -15,6 +15,7 @@ from lakejoin.errors import (
     ChangesUnreadableError,
     DuplicateKeyError,
     NullKeyError,
+    SourceError,
     SpecError,
 )
 from lakejoin.spec import load_spec, parse_spec
@@ -391,3 +392,22 @@ def test_a_null_key_in_the_first_snapshot(lake, table):
     with pytest.raises(NullKeyError) as exc:
         lake.run(spec, checks=False)
     assert_says(message_of(exc), f"'{key}'", f"source '{table}'", f"give every row a '{key}'")
+
+
+@pytest.mark.delta
+def test_a_schema_change_stops_incremental_batches_until_a_full_refresh(lake, spark):
+    """A new left column is a schema change: the incremental batch says so and asks for a full
+    refresh; the full refresh rewrites the output with the new column, equal to the oracle."""
+    lake.create("merchants", MERCHANTS, [ACME])
+    lake.create("products", PRODUCTS, [PEN])
+    spec = lake.spec("left")
+    lake.run(spec, checks=False)
+    spark.sql(f"ALTER TABLE delta.`{lake.path('products')}` ADD COLUMNS (colour STRING)")
+    lake.upsert("products", "product_id", [("p1", "pen", 1.5, "m1", "red")])
+    with pytest.raises(SourceError) as exc:
+        lake.run(spec, checks=False)
+    assert_says(message_of(exc), "the view's columns changed", "colour", "--full-refresh")
+    summary = lake.run(spec, full_refresh=True)
+    assert "schema change" in summary.notes["output"]
+    assert lake.output(spec) == lake.expected(spec)
+    assert lake.output(spec)[0]["colour"] == "red"

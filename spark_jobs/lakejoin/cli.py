@@ -77,6 +77,8 @@ def _run(
             summaries.append(summary)
     console.print(summary_table(summaries))
     for summary in summaries:
+        for topic, note in summary.notes.items():
+            console.print(f"[yellow]{summary.view}: {topic} {note}[/]")
         if summary.report:
             console.print(f"[dim]{summary.view}: data-quality report {summary.report}[/]")
     return 0

@@ -21,7 +21,7 @@ from lakejoin import quality, routing
 from lakejoin.batches import BatchMode, BatchRecord, BatchStatus, BatchStore, idempotent
 from lakejoin.changes import net_changes, read_change_feed, translate_read_error
 from lakejoin.errors import BatchStateError, DuplicateKeyError, NullKeyError
-from lakejoin.sink import check_schema, ensure_output, merge_affected, merge_full
+from lakejoin.sink import drift_error, ensure_output, merge_affected, merge_full, replace_output, schema_drift
 from lakejoin.sources import column_types, latest_version, require_change_feed, snapshot
 from lakejoin.spec import PipelineSpec, Source, View, check_view_schemas
 from lakejoin.views import fk_join
@@ -68,6 +68,7 @@ class BatchSummary:
     output_version: int | None = None
     report: str | None = None
     phase_seconds: dict[str, float] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
 
     def metrics(self) -> dict[str, int]:
         counts = {f"changed_keys.{name}": n for name, n in self.changed_keys.items()}
@@ -266,8 +267,11 @@ class _Batch:
         self._enter(Phase.COMMIT)
         self.summary.outcome = BatchOutcome.COMMITTED
         metrics = self.summary.metrics()
-        notes = {} if self.summary.output_applied else {"output": "already written by an earlier attempt"}
-        self.store.commit(replace(plan, status=BatchStatus.COMMITTED, metrics=metrics, notes=notes))
+        if not self.summary.output_applied:
+            self.summary.notes["output"] = "already written by an earlier attempt"
+        self.store.commit(
+            replace(plan, status=BatchStatus.COMMITTED, metrics=metrics, notes=self.summary.notes)
+        )
         self.summary.phase_seconds[Phase.COMMIT.value] = time.monotonic() - self._clock
 
     def _changed_keys(self, source: Source, plan: BatchRecord) -> DataFrame:
@@ -337,10 +341,15 @@ class _Batch:
         where = f"view '{self.view.name}' output ({self.view.path})"
         key = self.left.key
         ensure_output(self.spark, self.view.path, recomputed.schema, key)
-        check_schema(self.spark, self.view.path, recomputed.schema, where=where)
+        drift = schema_drift(self.spark, self.view.path, recomputed.schema)
+        if drift and affected is not None:
+            raise drift_error(drift, where=where)
         app_id = f"lakejoin.{self.spec.name}.{self.view.name}.output"
         with idempotent(self.spark, app_id, plan.batch_id):
-            if affected is None:
+            if drift:
+                counts = replace_output(self.view.path, recomputed)
+                self.summary.notes["output"] = f"rewritten for a schema change: {drift}"
+            elif affected is None:
                 counts = merge_full(self.spark, self.view.path, recomputed, key)
             else:
                 counts = merge_affected(self.spark, self.view.path, recomputed, affected, key)

@@ -37,17 +37,29 @@ def ensure_output(spark: SparkSession, path: str, schema: StructType, key: str) 
     )
 
 
-def check_schema(spark: SparkSession, path: str, schema: StructType, *, where: str) -> None:
-    """An incremental batch must write exactly the output's columns; anything else is drift."""
+def schema_drift(spark: SparkSession, path: str, schema: StructType) -> str | None:
+    """How the output's columns differ from the ones a batch computes (None: they match)."""
     current = spark.read.format("delta").load(path).schema
     wanted = [(f.name, f.dataType.simpleString()) for f in schema.fields]
     have = [(f.name, f.dataType.simpleString()) for f in current.fields]
-    if wanted != have:
-        raise SourceError(
-            f"the view's columns changed: output has {have}, its inputs now give {wanted}",
-            where=where,
-            fix="run the view with --full-refresh to rebuild the output with the new columns",
-        )
+    if wanted == have:
+        return None
+    return f"the output has columns {have}, its inputs now give {wanted}"
+
+
+def drift_error(drift: str, *, where: str) -> SourceError:
+    return SourceError(
+        f"the view's columns changed: {drift}",
+        where=where,
+        fix="run the view with --full-refresh: it rewrites the output with the new columns",
+    )
+
+
+def replace_output(path: str, recomputed: DataFrame) -> MergeCounts:
+    """Rewrite the whole output with a new schema (the declared policy for a schema change
+    under a full refresh: downstream readers see every row deleted and inserted once)."""
+    (recomputed.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path))
+    return MergeCounts(inserted=recomputed.count())
 
 
 def merge_affected(
