@@ -239,13 +239,15 @@ class _Batch:
             right_rows = right_snapshot
             self._require_keys(right_rows, self.right, pinned[self.right.name])
         else:
-            left_rows = left_snapshot.join(F.broadcast(affected), on=self.left.key, how="left_semi")
+            # Materialise the few affected rows once: the checks, the join and the routes reuse them.
+            left_rows = left_snapshot.join(
+                F.broadcast(affected), on=self.left.key, how="left_semi"
+            ).localCheckpoint()
             right_rows = fk_join.referenced_right_rows(
                 right_snapshot, left_rows, self.join.fk, self.right.key
-            )
+            ).localCheckpoint()
         self._require_unique(left_rows, self.left, pinned[self.left.name])
         self._require_unique(right_rows, self.right, pinned[self.right.name])
-        left_rows = left_rows.localCheckpoint()
         recomputed = fk_join.recompute(
             left_rows, right_rows, self.join, right_key=self.right.key, right_columns=self._right_columns
         ).localCheckpoint()
