@@ -115,7 +115,13 @@ def with_fk_resolution(rows: DataFrame, right: DataFrame, fk: str, right_key: st
     """The rows plus a flag: does the row's fk match a right key?"""
     from pyspark.sql import functions as F
 
-    keys = right.select(F.col(right_key).alias("_lj_rk")).distinct()
+    # Only the right keys these rows reference: the check stays proportional to the batch.
+    wanted = rows.select(F.col(fk).alias("_lj_fk")).where(F.col("_lj_fk").isNotNull()).distinct()
+    keys = (
+        right.join(F.broadcast(wanted), right[right_key] == wanted["_lj_fk"], how="left_semi")
+        .select(F.col(right_key).alias("_lj_rk"))
+        .distinct()
+    )
     return (
         rows.join(keys, rows[fk] == keys["_lj_rk"], how="left")
         .withColumn(FK_RESOLVED, F.col("_lj_rk").isNotNull())
