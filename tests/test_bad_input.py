@@ -411,3 +411,106 @@ def test_a_schema_change_stops_incremental_batches_until_a_full_refresh(lake, sp
     assert "schema change" in summary.notes["output"]
     assert lake.output(spec) == lake.expected(spec)
     assert lake.output(spec)[0]["colour"] == "red"
+
+
+# --- list_join and rekey: the spec against the tables ------------------------------------------
+
+LIST_AND_REKEY = """\
+pipeline: lake
+storage: {store}
+sources:
+  persons: {{path: {persons}, key: person_id}}
+  addresses: {{path: {addresses}, key: address_id}}
+  merchants: {{path: {merchants}, key: merchant_id}}
+views:
+  person_addresses:
+    list_join:
+      left: persons
+      list: {list}
+      right: addresses
+      into: addresses
+  merchants_by_name:
+    rekey:
+      source: merchants
+      key: {rekey}
+"""
+
+
+@pytest.fixture(scope="module")
+def kind_tables(spark, tmp_path_factory):
+    lake = Lakehouse(spark, tmp_path_factory.mktemp("kinds"))
+    lake.create("persons", "person_id STRING, name STRING, address_ids ARRAY<STRING>, "
+                "home STRING, numbers ARRAY<INT>", [("P1", "Ada", ["a1"], "a1", [1])])
+    lake.create("addresses", "address_id STRING, street STRING", [("a1", "1 Elm")])
+    lake.create("merchants", "merchant_id STRING, display_name STRING", [("m1", "Acme")])
+    return lake
+
+
+def kinds_spec(tables: Lakehouse, folder: Path, *, list_column: str = "address_ids",
+               rekey: str = "display_name"):
+    file = folder / "lake.yaml"
+    file.write_text(LIST_AND_REKEY.format(
+        store=folder / "store", persons=tables.path("persons"), addresses=tables.path("addresses"),
+        merchants=tables.path("merchants"), list=list_column, rekey=rekey,
+    ))
+    return load_spec(file)
+
+
+@pytest.mark.delta
+@pytest.mark.parametrize(
+    "column, phrases",
+    [
+        ("home", ["list column 'home' of the left table 'persons' is string, not an array",
+                  "store the element keys as an array<string>"]),
+        ("numbers", ["list column 'numbers' is array<int> but the right key 'addresses.address_id' is string",
+                     "make the list an array<string> in the source table"]),
+        ("phones", ["list column 'phones' is not in the left table 'persons'",
+                    "use one of its columns: person_id, name, address_ids, home, numbers"]),
+    ],
+)
+def test_a_list_column_that_is_not_a_list_of_right_keys(kind_tables, tmp_path, column, phrases):
+    spec = kinds_spec(kind_tables, tmp_path, list_column=column)
+    with pytest.raises(SpecError) as exc:
+        kind_tables.run(spec, "person_addresses")
+    assert (exc.value.line, exc.value.key) == (11, "views.person_addresses.list_join.list")
+    assert_says(message_of(exc), f"{spec.file}:11", *phrases)
+    assert not Path(spec.views["person_addresses"].path).exists()
+
+
+@pytest.mark.delta
+def test_a_rekey_column_that_does_not_exist(kind_tables, tmp_path):
+    spec = kinds_spec(kind_tables, tmp_path, rekey="trading_name")
+    with pytest.raises(SpecError) as exc:
+        kind_tables.run(spec, "merchants_by_name")
+    assert (exc.value.line, exc.value.key) == (17, "views.merchants_by_name.rekey.key")
+    assert_says(
+        message_of(exc), f"{spec.file}:17",
+        "rekey column 'trading_name' is not in the master table 'merchants'",
+        "use one of its columns: merchant_id, display_name",
+    )
+    assert not Path(spec.views["merchants_by_name"].path).exists()
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    "old, new, line, key, phrases",
+    [
+        ("      into: addresses\n", "      into: addresses\n      duplicates: first\n", 14,
+         "views.person_addresses.list_join.duplicates",
+         ["unknown duplicates 'first'", "use one of: keep, drop"]),
+        ("      key: {rekey}\n", "      key: {rekey}\n      unique: false\n      on_conflict: latest\n", 19,
+         "views.merchants_by_name.rekey.on_conflict", ["on_conflict applies only to a unique rekey",
+                                                       "remove on_conflict, or set 'unique: true'"]),
+        ("      key: {rekey}\n", "      key: {rekey}\n      on_conflict: newest\n", 18,
+         "views.merchants_by_name.rekey.on_conflict",
+         ["unknown on_conflict 'newest'", "use one of: fail, latest"]),
+    ],
+)
+def test_a_malformed_list_join_or_rekey_names_the_line(old, new, line, key, phrases):
+    text = LIST_AND_REKEY.replace(old, new).format(
+        store="./s", persons="./p", addresses="./a", merchants="./m", list="address_ids", rekey="display_name"
+    )
+    with pytest.raises(SpecError) as exc:
+        parse_spec(text, "pipelines/lake.yaml")
+    assert (exc.value.line, exc.value.key) == (line, key)
+    assert_says(message_of(exc), f"pipelines/lake.yaml:{line}", *phrases, "fix:")

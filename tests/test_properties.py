@@ -16,15 +16,14 @@ versions.
 
 from __future__ import annotations
 
-import itertools
-import os
 from dataclasses import dataclass
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, note, settings
+from hypothesis import given, note
 from hypothesis import strategies as st
 
-from tests.lakehouse import MERCHANTS, PRODUCTS, Lakehouse
+from tests.histories import Step, apply, deletes, example_lake, examples, rows_of, upserts
+from tests.lakehouse import MERCHANTS, PRODUCTS
 
 pytestmark = pytest.mark.property
 
@@ -33,24 +32,7 @@ FKS = (None, *MERCHANT_KEYS, "m5")  # m5 is never a merchant: an fk that stays u
 PRODUCT_KEYS = tuple(f"p{i}" for i in range(8))
 KEYS = {"products": "product_id", "merchants": "merchant_id"}
 
-EXAMPLES = int(os.environ.get("LAKEJOIN_HYPOTHESIS_EXAMPLES", "3"))
-# Every example costs minutes of Spark; shrinking a failure would take hours, so it is opt-in.
-PHASES = (Phase.explicit, Phase.generate) + (
-    (Phase.shrink,) if os.environ.get("LAKEJOIN_HYPOTHESIS_SHRINK") else ()
-)
 CHECKS_EVERY = 3  # Great Expectations on the first run and every third batch: they cost seconds
-
-
-@dataclass(frozen=True)
-class Step:
-    """One Delta commit on one source: upsert `rows`, or delete the rows with keys `rows`."""
-
-    table: str
-    kind: str
-    rows: tuple
-
-    def __repr__(self) -> str:
-        return f"{self.kind} {self.table} {list(self.rows)}"
 
 
 @dataclass(frozen=True)
@@ -69,28 +51,11 @@ product_values = st.tuples(
 )
 
 
-def _rows(values: dict) -> tuple:
-    return tuple((key, *value) for key, value in sorted(values.items()))
-
-
-def _upserts(table: str, keys: tuple[str, ...], values: st.SearchStrategy) -> st.SearchStrategy[Step]:
-    # One MERGE needs unique keys; changes to one key inside a batch come from several steps.
-    return st.dictionaries(st.sampled_from(keys), values, min_size=1, max_size=3).map(
-        lambda rows: Step(table, "upsert", _rows(rows))
-    )
-
-
-def _deletes(table: str, keys: tuple[str, ...]) -> st.SearchStrategy[Step]:
-    return st.sets(st.sampled_from(keys), min_size=1, max_size=2).map(
-        lambda doomed: Step(table, "delete", tuple(sorted(doomed)))
-    )
-
-
 random_steps = st.one_of(
-    _upserts("products", PRODUCT_KEYS, product_values),
-    _upserts("merchants", MERCHANT_KEYS, merchant_values),
-    _deletes("products", PRODUCT_KEYS),
-    _deletes("merchants", MERCHANT_KEYS),
+    upserts("products", PRODUCT_KEYS, product_values),
+    upserts("merchants", MERCHANT_KEYS, merchant_values),
+    deletes("products", PRODUCT_KEYS),
+    deletes("merchants", MERCHANT_KEYS),
 )
 random_batches = st.lists(random_steps, min_size=1, max_size=3).map(tuple)
 
@@ -120,37 +85,18 @@ def histories(draw: st.DrawFn) -> History:
     if old_fk in MERCHANT_KEYS:
         returning[old_fk] = draw(merchant_values)
     second = (
-        Step("merchants", "upsert", _rows(returning)),
+        Step("merchants", "upsert", rows_of(returning)),
         Step("products", "delete", (anchor,)),
         Step("products", "upsert", ((anchor, *draw(product_values)),)),
     )
     rest = draw(st.lists(random_batches, min_size=3, max_size=3))
-    return History(how, _rows(merchants), _rows(products), (first, second, *rest))
+    return History(how, rows_of(merchants), rows_of(products), (first, second, *rest))
 
 
-def apply(lake: Lakehouse, step: Step) -> None:
-    if step.kind == "upsert":
-        lake.upsert(step.table, KEYS[step.table], list(step.rows))
-    else:
-        lake.delete(step.table, KEYS[step.table], list(step.rows))
-
-
-_example_number = itertools.count()
-
-
-@settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    database=None,
-    phases=PHASES,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@examples(3)
 @given(history=histories())
 def test_incremental_equals_recompute_after_every_batch(spark, tmp_path, history: History):
-    # tmp_path is shared by all examples of this test: every example gets a lakehouse of its own.
-    root = tmp_path / f"example-{next(_example_number)}"
-    root.mkdir()
-    lake = Lakehouse(spark, root)
+    lake = example_lake(spark, tmp_path)
     lake.create("merchants", MERCHANTS, list(history.merchants))
     lake.create("products", PRODUCTS, list(history.products))
     spec = lake.spec(history.how)
@@ -158,7 +104,7 @@ def test_incremental_equals_recompute_after_every_batch(spark, tmp_path, history
     for number, batch in enumerate(((), *history.batches)):
         note(f"batch {number}: {list(batch)}")
         for step in batch:
-            apply(lake, step)
+            apply(lake, step, KEYS)
         summary = lake.run(spec, checks=number % CHECKS_EVERY == 0)
         note(f"  -> {summary.outcome.value}, pinned {summary.pinned_versions}")
         assert lake.output(spec) == lake.expected(spec), f"{history.how} join after batch {number}"

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 CHANGE = "_lj_change"
+VERSION = "_commit_version"
 CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 
 
@@ -31,7 +32,8 @@ def read_change_feed(spark: SparkSession, path: str, first: int, last: int) -> D
 
 
 def net_changes(change_feed: DataFrame, key: str) -> DataFrame:
-    """The last change of every key: its row and `_lj_change` (upsert or delete).
+    """The last change of every key: its row, `_lj_change` (upsert or delete) and the
+    `_commit_version` of that change. A delete carries the deleted row's last values.
 
     Pre-images are dropped. Within one commit an insert outranks a delete, because an
     overwrite writes both for a key that it keeps.
@@ -51,7 +53,17 @@ def net_changes(change_feed: DataFrame, key: str) -> DataFrame:
             F.when(F.col("_change_type") == "delete", F.lit(ChangeKind.DELETE.value))
             .otherwise(F.lit(ChangeKind.UPSERT.value))
             .alias(CHANGE),
+            F.col(VERSION),
         )
+    )
+
+
+def no_changes(table: DataFrame) -> DataFrame:
+    """An empty set of net changes with the columns net_changes gives for `table`."""
+    from pyspark.sql import functions as F
+
+    return table.limit(0).select(
+        *table.columns, F.lit(None).cast("string").alias(CHANGE), F.lit(None).cast("bigint").alias(VERSION)
     )
 
 

@@ -56,3 +56,7 @@ class QualityCheckError(LakejoinError):
 
 class BatchStateError(LakejoinError):
     """The batch records of a view are inconsistent with what is asked."""
+
+
+class KeyConflictError(SourceError):
+    """Several source rows claim one output key under a policy that forbids it."""

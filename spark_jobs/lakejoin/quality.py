@@ -1,9 +1,8 @@
 """Data-quality checks of every batch, with Great Expectations' own expectations.
 
-Two validations run before a batch commits:
-- the changed rows (what the batch wrote): keys unique and not null; for an inner join, every
-  fk resolves to a right row at the pinned version;
-- the output table at its new version: for a left join, as many rows as the left table.
+Each view kind declares its validations (views/*.py): expectations on the rows the batch wrote
+(keys unique and not null, references that resolve at the pinned versions, list lengths) and on
+the output table at its new version (row counts against the sources).
 
 Every batch leaves a JSON report under `<storage>/_lakejoin/reports/<view>/`. A failed check
 raises QualityCheckError before the commit, naming the failed expectations and the report.
@@ -19,12 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.errors import QualityCheckError
-from lakejoin.spec import JoinHow, PipelineSpec, View
+from lakejoin.spec import PipelineSpec, View
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
     from lakejoin.batches import BatchRecord
+    from lakejoin.views.base import Validation
 
 FK_RESOLVED = "_lj_fk_resolved"
 
@@ -90,63 +90,33 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def changed_rows_expectations(view: View, key: str) -> list[Any]:
-    import great_expectations as gx
-
-    expectations = [
-        gx.expectations.ExpectColumnValuesToNotBeNull(column=key),
-        gx.expectations.ExpectColumnValuesToBeUnique(column=key),
-    ]
-    if view.fk_join.how is JoinHow.INNER:
-        expectations.append(gx.expectations.ExpectColumnValuesToNotBeNull(column=view.fk_join.fk))
-        expectations.append(gx.expectations.ExpectColumnValuesToBeInSet(column=FK_RESOLVED, value_set=[True]))
-    return expectations
-
-
-def output_expectations(view: View, left_rows: int) -> list[Any]:
-    import great_expectations as gx
-
-    if view.fk_join.how is JoinHow.LEFT:
-        return [gx.expectations.ExpectTableRowCountToEqual(value=left_rows)]
-    return [gx.expectations.ExpectTableRowCountToBeBetween(min_value=0, max_value=left_rows)]
-
-
-def with_fk_resolution(rows: DataFrame, right: DataFrame, fk: str, right_key: str) -> DataFrame:
-    """The rows plus a flag: does the row's fk match a right key?"""
+def with_key_resolution(
+    rows: DataFrame, target: DataFrame, column: str, target_key: str, flag: str
+) -> DataFrame:
+    """The rows plus a boolean column `flag`: does the row's `column` match a key of `target`?"""
     from pyspark.sql import functions as F
 
-    # Only the right keys these rows reference: the check stays proportional to the batch.
-    wanted = rows.select(F.col(fk).alias("_lj_fk")).where(F.col("_lj_fk").isNotNull()).distinct()
+    # Only the target keys these rows reference: the check stays proportional to the batch.
+    wanted = rows.select(F.col(column).alias("_lj_ref")).where(F.col("_lj_ref").isNotNull()).distinct()
     keys = (
-        right.join(F.broadcast(wanted), right[right_key] == wanted["_lj_fk"], how="left_semi")
-        .select(F.col(right_key).alias("_lj_rk"))
+        target.join(F.broadcast(wanted), target[target_key] == wanted["_lj_ref"], how="left_semi")
+        .select(F.col(target_key).alias("_lj_tk"))
         .distinct()
     )
     return (
-        rows.join(keys, rows[fk] == keys["_lj_rk"], how="left")
-        .withColumn(FK_RESOLVED, F.col("_lj_rk").isNotNull())
-        .drop("_lj_rk")
+        rows.join(keys, rows[column] == keys["_lj_tk"], how="left")
+        .withColumn(flag, F.col("_lj_tk").isNotNull())
+        .drop("_lj_tk")
     )
 
 
 def check_batch(
-    spark: SparkSession,
-    spec: PipelineSpec,
-    view: View,
-    plan: BatchRecord,
-    changed_rows: DataFrame,
-    left_snapshot: DataFrame,
-    right_snapshot: DataFrame,
+    spec: PipelineSpec, view: View, plan: BatchRecord, validations: list[Validation]
 ) -> QualityReport:
-    """Validate a batch's changed rows and output; write the report; raise on a failure."""
-    join = view.fk_join
-    left, right = spec.sources[join.left], spec.sources[join.right]
-    rows = changed_rows
-    if join.how is JoinHow.INNER:
-        rows = with_fk_resolution(changed_rows, right_snapshot, join.fk, right.key)
-    checks = _Validator.validate(rows, "changed_rows", changed_rows_expectations(view, left.key))
-    output = spark.read.format("delta").load(view.path)
-    checks += _Validator.validate(output, "output", output_expectations(view, left_snapshot.count()))
+    """Run the view's validations; write the report; raise QualityCheckError on a failure."""
+    checks: list[CheckResult] = []
+    for validation in validations:
+        checks += _Validator.validate(validation.rows, validation.scope, validation.expectations)
     report_path = write_report(spec, view, plan, checks)
     report = QualityReport(all(c.success for c in checks), checks, report_path)
     if not report.success:

@@ -17,19 +17,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lakejoin import quality, routing
+from lakejoin import quality
 from lakejoin.batches import BatchMode, BatchRecord, BatchStatus, BatchStore, idempotent
-from lakejoin.changes import net_changes, read_change_feed, translate_read_error
-from lakejoin.errors import BatchStateError, DuplicateKeyError, NullKeyError
+from lakejoin.changes import net_changes, no_changes, read_change_feed, translate_read_error
+from lakejoin.errors import BatchStateError, KeyConflictError, NullKeyError
 from lakejoin.sink import drift_error, ensure_output, merge_affected, merge_full, replace_output, schema_drift
 from lakejoin.sources import column_types, latest_version, require_change_feed, snapshot
-from lakejoin.spec import PipelineSpec, Source, View, check_view_schemas
-from lakejoin.views import fk_join
+from lakejoin.spec import PipelineSpec, Source, View, ViewKind, check_view_schemas
+from lakejoin.views.base import STATE, BatchContext, ViewKindLogic
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-ROUTING = "_routing"
+ROUTING = STATE
 FAILPOINT = "LAKEJOIN_FAILPOINT"
 
 
@@ -68,6 +68,7 @@ class BatchSummary:
     output_version: int | None = None
     report: str | None = None
     phase_seconds: dict[str, float] = field(default_factory=dict)
+    kind_metrics: dict[str, int] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
 
     def metrics(self) -> dict[str, int]:
@@ -81,6 +82,7 @@ class BatchSummary:
             unchanged_skipped=self.unchanged_skipped,
             output_version=self.output_version if self.output_version is not None else -1,
         )
+        counts.update(self.kind_metrics)
         counts.update({f"ms.{p}": int(s * 1000) for p, s in self.phase_seconds.items()})
         return counts
 
@@ -115,6 +117,20 @@ def run_view(
     return batch.summary
 
 
+def view_logic(spec: PipelineSpec, view: View) -> ViewKindLogic:
+    """The logic of the view's kind (fk_join, list_join, rekey)."""
+    from lakejoin.views.fk_join import FkJoinView
+    from lakejoin.views.list_join import ListJoinView
+    from lakejoin.views.rekey import RekeyView
+
+    kinds: dict[ViewKind, type[ViewKindLogic]] = {
+        ViewKind.FK_JOIN: FkJoinView,
+        ViewKind.LIST_JOIN: ListJoinView,
+        ViewKind.REKEY: RekeyView,
+    }
+    return kinds[view.kind](spec, view)
+
+
 class _Batch:
     """The state of one batch while it runs; each method is one step of the protocol."""
 
@@ -122,9 +138,8 @@ class _Batch:
         self.spark = spark
         self.spec = spec
         self.view = view
-        self.join = view.fk_join
-        self.left: Source = spec.sources[self.join.left]
-        self.right: Source = spec.sources[self.join.right]
+        self.kind = view_logic(spec, view)
+        self.sources: tuple[Source, ...] = self.kind.sources
         self.store = batch_store(spark, spec)
         self.routing_path = routing_index_path(spec, view)
         self.on_step = on_step
@@ -162,16 +177,12 @@ class _Batch:
             start_from, next_id = committed, last.batch_id + 1
         else:
             start_from, next_id = last, (last.batch_id + 1 if last else 1)
-        pinned = {
-            s.name: latest_version(self.spark, s.path, role=self._where(s)) for s in (self.left, self.right)
-        }
+        pinned = {s.name: latest_version(self.spark, s.path, role=self._where(s)) for s in self.sources}
         pinned[ROUTING] = self._routing_version()
         start = dict(start_from.pinned_versions) if start_from else {}
         mode = BatchMode.FULL_REFRESH if full_refresh or start_from is None else BatchMode.INCREMENTAL
         self._check_inputs(pinned)
-        if mode is BatchMode.INCREMENTAL and all(
-            pinned[s.name] == start.get(s.name) for s in (self.left, self.right)
-        ):
+        if mode is BatchMode.INCREMENTAL and all(pinned[s.name] == start.get(s.name) for s in self.sources):
             self.summary.start_versions = start
             self.summary.pinned_versions = pinned
             return None
@@ -198,72 +209,67 @@ class _Batch:
 
         if not DeltaTable.isDeltaTable(self.spark, self.routing_path):
             return -1
-        return latest_version(self.spark, self.routing_path, role=f"routing index of '{self.view.name}'")
+        return latest_version(
+            self.spark, self.routing_path, role=f"{self.kind.state_name} of '{self.view.name}'"
+        )
 
     def _check_inputs(self, pinned: dict[str, int]) -> None:
-        for source in (self.left, self.right):
+        for source in self.sources:
             require_change_feed(self.spark, source.path, role=self._where(source))
         schemas = {
             s.name: column_types(self.spark, s.path, pinned[s.name], role=self._where(s))
-            for s in (self.left, self.right)
+            for s in self.sources
         }
         check_view_schemas(self.spec, self.view, schemas)
-        self._right_columns = fk_join.chosen_right_columns(
-            self.join, list(schemas[self.right.name]), self.right.key
-        )
+        self.kind.prepare(schemas)
 
     # --- 2..7 ------------------------------------------------------------------------------
 
     def execute(self, plan: BatchRecord, *, checks: bool) -> None:
-        from pyspark.sql import functions as F
-
-        full = plan.mode is BatchMode.FULL_REFRESH
-        pinned = plan.pinned_versions
-        left_snapshot = snapshot(self.spark, self.left.path, pinned[self.left.name])
-        right_snapshot = snapshot(self.spark, self.right.path, pinned[self.right.name])
-
-        affected: DataFrame | None = None
-        if not full:
+        ctx = BatchContext(self.spark, self.spec, self.view, plan, self.routing_path)
+        changes: dict[str, DataFrame] | None = None
+        if plan.mode is BatchMode.INCREMENTAL:
             self._enter(Phase.CHANGES)
-            left_changed = self._changed_keys(self.left, plan)
-            right_changed = self._changed_keys(self.right, plan)
+            if plan.pinned_versions.get(ROUTING, -1) < 0:
+                raise BatchStateError(
+                    f"the {self.kind.state_name} of view '{self.view.name}' is missing "
+                    f"at {self.routing_path}",
+                    where=f"view '{self.view.name}'",
+                    fix="rebuild the view and its state with --full-refresh",
+                )
+            changes = {s.name: self._changes(s, plan) for s in self.sources}
             self._enter(Phase.AFFECTED)
-            routed = self._routed(right_changed, pinned[ROUTING])
-            affected = fk_join.affected_keys(left_changed, routed, self.left.key).localCheckpoint()
-            self.summary.affected_keys = affected.count()
 
+        try:
+            rebuilt = self.kind.rebuild(ctx, changes)
+        except KeyConflictError:
+            # Nothing was written: let the next run plan afresh, on the fixed source data.
+            self.store.commit(
+                replace(plan, status=BatchStatus.ABANDONED, notes={"abandoned": "key conflict"})
+            )
+            raise
+        if rebuilt.affected is not None:
+            self.summary.affected_keys = rebuilt.affected.count()
         self._enter(Phase.RECOMPUTE)
-        if affected is None:
-            left_rows = left_snapshot
-            self._require_keys(left_rows, self.left, pinned[self.left.name])
-            right_rows = right_snapshot
-            self._require_keys(right_rows, self.right, pinned[self.right.name])
-        else:
-            # Materialise the few affected rows once: the checks, the join and the routes reuse them.
-            left_rows = left_snapshot.join(
-                F.broadcast(affected), on=self.left.key, how="left_semi"
-            ).localCheckpoint()
-            right_rows = fk_join.referenced_right_rows(
-                right_snapshot, left_rows, self.join.fk, self.right.key
-            ).localCheckpoint()
-        self._require_unique(left_rows, self.left, pinned[self.left.name])
-        self._require_unique(right_rows, self.right, pinned[self.right.name])
-        recomputed = fk_join.recompute(
-            left_rows, right_rows, self.join, right_key=self.right.key, right_columns=self._right_columns
-        ).localCheckpoint()
+        recomputed = rebuilt.rows.localCheckpoint()
         self.summary.recomputed_rows = recomputed.count()
-        if affected is None:
+        if rebuilt.affected is None:
             self.summary.affected_keys = self.summary.recomputed_rows
 
         self._enter(Phase.WRITE)
-        self._write_output(plan, recomputed, affected)
+        self._write_output(plan, recomputed, rebuilt.affected)
         _failpoint("after_output_merge")
-        self._write_routes(plan, left_rows, affected)
+        app_id = f"lakejoin.{self.spec.name}.{self.view.name}.routing"
+        with idempotent(self.spark, app_id, plan.batch_id):
+            self.kind.write_state(ctx)
+        self.summary.kind_metrics.update(self.kind.metrics())
+        self.summary.notes.update(ctx.notes)
 
         self._enter(Phase.CHECK)
         if checks:
+            output = self.spark.read.format("delta").load(self.view.path)
             self.summary.report = quality.check_batch(
-                self.spark, self.spec, self.view, plan, recomputed, left_snapshot, right_snapshot
+                self.spec, self.view, plan, self.kind.validations(ctx, recomputed, output)
             ).report_path
 
         self._enter(Phase.COMMIT)
@@ -276,23 +282,22 @@ class _Batch:
         )
         self.summary.phase_seconds[Phase.COMMIT.value] = time.monotonic() - self._clock
 
-    def _changed_keys(self, source: Source, plan: BatchRecord) -> DataFrame:
-        """The keys of `source` with a net change in (start, pinned]; fails on a null key."""
+    def _changes(self, source: Source, plan: BatchRecord) -> DataFrame:
+        """The net change of every key of `source` in (start, pinned]; fails on a null key."""
         from pyspark.sql import functions as F
 
         first = plan.start_versions.get(source.name, -1) + 1
         last = plan.pinned_versions[source.name]
-        key_type = snapshot(self.spark, source.path, last).schema[source.key].dataType
+        where = self._where(source)
         if first > last:
             self.summary.changed_keys[source.name] = 0
-            return self.spark.createDataFrame([], f"`{source.key}` {key_type.simpleString()}")
-        where = self._where(source)
+            return no_changes(snapshot(self.spark, source.path, last))
         try:
             feed = read_change_feed(self.spark, source.path, first, last)
-            keys = net_changes(feed, source.key).select(source.key).localCheckpoint()
+            rows = net_changes(feed, source.key).localCheckpoint()
         except Exception as exc:  # Delta raises JVM errors; keep only the ones we can explain
             raise translate_read_error(exc, role=where, path=source.path, first=first, last=last) from exc
-        counts = keys.agg(F.count(F.lit(1)).alias("n"), F.count(source.key).alias("keyed")).first()
+        counts = rows.agg(F.count(F.lit(1)).alias("n"), F.count(source.key).alias("keyed")).first()
         assert counts is not None
         if counts["n"] != counts["keyed"]:
             raise NullKeyError(
@@ -301,48 +306,12 @@ class _Batch:
                 fix=f"give every row a '{source.key}' in the source, or filter null keys out upstream",
             )
         self.summary.changed_keys[source.name] = int(counts["n"])
-        return keys
-
-    def _routed(self, right_changed: DataFrame, routing_version: int) -> DataFrame:
-        from pyspark.sql import functions as F
-
-        if routing_version < 0:
-            raise BatchStateError(
-                f"the routing index of view '{self.view.name}' is missing at {self.routing_path}",
-                where=f"view '{self.view.name}'",
-                fix="rebuild the view and its routing index with --full-refresh",
-            )
-        index = routing.read_index(self.spark, self.routing_path, routing_version)
-        return routing.routed_left_keys(index, right_changed, self.right.key).select(
-            F.col(routing.LEFT_KEY).alias(self.left.key)
-        )
-
-    def _require_keys(self, rows: DataFrame, source: Source, version: int) -> None:
-        from pyspark.sql import functions as F
-
-        if rows.where(F.col(source.key).isNull()).limit(1).count():
-            raise NullKeyError(
-                f"a row has a null key '{source.key}'",
-                where=self._where(source, version),
-                fix=f"give every row a '{source.key}' in the source, or filter null keys out upstream",
-            )
-
-    def _require_unique(self, rows: DataFrame, source: Source, version: int) -> None:
-        duplicates = (
-            rows.groupBy(source.key).count().where("count > 1").orderBy(source.key).limit(5).collect()
-        )
-        if duplicates:
-            shown = ", ".join(f"{source.key}={d[source.key]!r} ({d['count']} rows)" for d in duplicates)
-            raise DuplicateKeyError(
-                f"the key '{source.key}' is not unique: {shown}",
-                where=self._where(source, version),
-                fix="deduplicate the source table (one row per key), or declare another key column",
-            )
+        return rows
 
     def _write_output(self, plan: BatchRecord, recomputed: DataFrame, affected: DataFrame | None) -> None:
         where = f"view '{self.view.name}' output ({self.view.path})"
-        key = self.left.key
-        ensure_output(self.spark, self.view.path, recomputed.schema, key)
+        keys = list(self.kind.output_key)
+        ensure_output(self.spark, self.view.path, recomputed.schema, keys)
         drift = schema_drift(self.spark, self.view.path, recomputed.schema)
         if drift and affected is not None:
             raise drift_error(drift, where=where)
@@ -352,9 +321,9 @@ class _Batch:
                 counts = replace_output(self.view.path, recomputed)
                 self.summary.notes["output"] = f"rewritten for a schema change: {drift}"
             elif affected is None:
-                counts = merge_full(self.spark, self.view.path, recomputed, key)
+                counts = merge_full(self.spark, self.view.path, recomputed, keys)
             else:
-                counts = merge_affected(self.spark, self.view.path, recomputed, affected, key)
+                counts = merge_affected(self.spark, self.view.path, recomputed, affected, keys)
         self.summary.output_applied = counts.applied
         self.summary.inserted, self.summary.updated, self.summary.deleted = (
             counts.inserted,
@@ -364,20 +333,6 @@ class _Batch:
         if counts.applied:
             self.summary.unchanged_skipped = self.summary.recomputed_rows - counts.inserted - counts.updated
         self.summary.output_version = latest_version(self.spark, self.view.path, role=where)
-
-    def _write_routes(self, plan: BatchRecord, left_rows: DataFrame, affected: DataFrame | None) -> None:
-        key_types = left_rows.schema
-        routing.ensure_index(
-            self.spark, self.routing_path, key_types[self.left.key].dataType, key_types[self.join.fk].dataType
-        )
-        new_routes = routing.routes(left_rows, self.left.key, self.join.fk)
-        if affected is not None:
-            new_routes = affected.withColumnRenamed(self.left.key, routing.LEFT_KEY).join(
-                new_routes, on=routing.LEFT_KEY, how="left"
-            )
-        app_id = f"lakejoin.{self.spec.name}.{self.view.name}.routing"
-        with idempotent(self.spark, app_id, plan.batch_id):
-            routing.update_index(self.spark, self.routing_path, new_routes, full=affected is None)
 
 
 def _failpoint(name: str) -> None:

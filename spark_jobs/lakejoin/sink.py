@@ -3,6 +3,7 @@ ones, and leaves rows whose content did not change untouched (no spurious change
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -23,8 +24,8 @@ class MergeCounts:
     applied: bool = True
 
 
-def ensure_output(spark: SparkSession, path: str, schema: StructType, key: str) -> None:
-    """Create the output table (CDF on, clustered by key) if it does not exist yet."""
+def ensure_output(spark: SparkSession, path: str, schema: StructType, key: Sequence[str]) -> None:
+    """Create the output table (CDF on, clustered by its key) if it does not exist yet."""
     from delta.tables import DeltaTable
 
     (
@@ -32,7 +33,7 @@ def ensure_output(spark: SparkSession, path: str, schema: StructType, key: str) 
         .location(path)
         .addColumns(schema)
         .property("delta.enableChangeDataFeed", "true")
-        .clusterBy(key)
+        .clusterBy(*key)
         .execute()
     )
 
@@ -63,17 +64,17 @@ def replace_output(path: str, recomputed: DataFrame) -> MergeCounts:
 
 
 def merge_affected(
-    spark: SparkSession, path: str, recomputed: DataFrame, affected: DataFrame, key: str
+    spark: SparkSession, path: str, recomputed: DataFrame, affected: DataFrame, key: Sequence[str]
 ) -> MergeCounts:
     """MERGE the recomputed rows of the affected keys; affected keys with no row are deleted."""
     from pyspark.sql import functions as F
 
-    source = affected.select(key).join(recomputed.withColumn(PRESENT, F.lit(True)), on=key, how="left")
+    source = affected.select(*key).join(recomputed.withColumn(PRESENT, F.lit(True)), on=list(key), how="left")
     present = F.col(f"s.{PRESENT}").isNotNull()
     return _merge(spark, path, source, recomputed.columns, key, deleted=~present, insert=present)
 
 
-def merge_full(spark: SparkSession, path: str, recomputed: DataFrame, key: str) -> MergeCounts:
+def merge_full(spark: SparkSession, path: str, recomputed: DataFrame, key: Sequence[str]) -> MergeCounts:
     """MERGE a full recompute: rows missing from it are deleted, unchanged rows are skipped."""
     from pyspark.sql import functions as F
 
@@ -94,7 +95,7 @@ def _merge(
     path: str,
     source: DataFrame,
     columns: list[str],
-    key: str,
+    key: Sequence[str],
     *,
     deleted,  # noqa: ANN001 - Column | None
     insert,  # noqa: ANN001 - Column
@@ -103,15 +104,14 @@ def _merge(
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
-    values = [c for c in columns if c != key]
+    values = [c for c in columns if c not in key]
     changed = F.lit(False)
     for column in values:
         changed = changed | ~F.col(f"t.`{column}`").eqNullSafe(F.col(f"s.`{column}`"))
-    merge = (
-        DeltaTable.forPath(spark, path)
-        .alias("t")
-        .merge(source.alias("s"), F.col(f"t.`{key}`") == F.col(f"s.`{key}`"))
-    )
+    on = F.lit(True)
+    for column in key:
+        on = on & (F.col(f"t.`{column}`") == F.col(f"s.`{column}`"))
+    merge = DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), on)
     if deleted is not None:
         merge = merge.whenMatchedDelete(condition=deleted)
         changed = ~deleted & changed

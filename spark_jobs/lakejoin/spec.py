@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,11 +25,27 @@ IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 class ViewKind(enum.Enum):
     FK_JOIN = "fk_join"
+    LIST_JOIN = "list_join"
+    REKEY = "rekey"
 
 
 class JoinHow(enum.Enum):
     INNER = "inner"
     LEFT = "left"
+
+
+class Duplicates(enum.Enum):
+    """What a list_join does with an element key that appears more than once in one list."""
+
+    KEEP = "keep"  # every occurrence, each joined on its own
+    DROP = "drop"  # the first occurrence wins
+
+
+class OnConflict(enum.Enum):
+    """What a unique rekey does when two master keys claim one derived key."""
+
+    FAIL = "fail"  # stop the batch before its commit, listing the conflicting keys
+    LATEST = "latest"  # the master changed most recently wins; the conflict is reported
 
 
 @dataclass(frozen=True)
@@ -51,17 +67,58 @@ class FkJoin:
 
 
 @dataclass(frozen=True)
+class ListJoin:
+    left: str
+    list: str
+    right: str
+    into: str
+    duplicates: Duplicates
+    right_columns: tuple[str, ...] | None
+
+
+@dataclass(frozen=True)
+class Rekey:
+    source: str
+    key: str
+    columns: tuple[str, ...] | None
+    unique: bool
+    on_conflict: OnConflict
+
+
+Definition = FkJoin | ListJoin | Rekey
+
+
+@dataclass(frozen=True)
 class View:
     name: str
     kind: ViewKind
-    fk_join: FkJoin
+    definition: Definition
     path: str
     line: int | None
     lines: Mapping[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def inputs(self) -> tuple[str, ...]:
-        return (self.fk_join.left, self.fk_join.right)
+        """The sources the view reads, the driving one first."""
+        d = self.definition
+        if isinstance(d, Rekey):
+            return (d.source,)
+        return (d.left, d.right)
+
+    @property
+    def fk_join(self) -> FkJoin:
+        assert isinstance(self.definition, FkJoin), f"view '{self.name}' is a {self.kind.value}"
+        return self.definition
+
+    @property
+    def list_join(self) -> ListJoin:
+        assert isinstance(self.definition, ListJoin), f"view '{self.name}' is a {self.kind.value}"
+        return self.definition
+
+    @property
+    def rekey(self) -> Rekey:
+        assert isinstance(self.definition, Rekey), f"view '{self.name}' is a {self.kind.value}"
+        return self.definition
 
 
 @dataclass(frozen=True)
@@ -232,20 +289,50 @@ def _sources(reader: _Reader, raw: Any, base: Path) -> dict[str, Source]:
     return sources
 
 
+def _source_name(reader: _Reader, raw: dict[str, Any], key: str, role: str, known: set[str]) -> str:
+    name = reader.identifier(raw, key, role)
+    assert name is not None
+    if name not in known:
+        raise reader.fail(
+            f"{key}.{role}",
+            f"unknown source '{name}'",
+            f"declare it under 'sources:' or use one of: {', '.join(sorted(known))}",
+        )
+    return name
+
+
+def _choice(
+    reader: _Reader, raw: dict[str, Any], key: str, name: str, kind: type[enum.Enum], default: str
+) -> Any:
+    text = reader.text(raw, key, name, required=False) or default
+    try:
+        return kind(text)
+    except ValueError:
+        raise reader.fail(
+            f"{key}.{name}", f"unknown {name} '{text}'", f"use one of: {', '.join(k.value for k in kind)}"
+        ) from None
+
+
+def _columns(reader: _Reader, raw: dict[str, Any], key: str, name: str) -> tuple[str, ...] | None:
+    columns_raw = raw.get(name)
+    if columns_raw is None:
+        return None
+    if not isinstance(columns_raw, list) or not columns_raw:
+        raise reader.fail(f"{key}.{name}", f"{name} must be a non-empty list of column names")
+    for i, column in enumerate(columns_raw):
+        if not isinstance(column, str):
+            raise reader.fail(f"{key}.{name}[{i}]", f"expected a column name, found {_kind(column)}")
+        reader.check_identifier(column, f"{key}.{name}[{i}]")
+    return tuple(columns_raw)
+
+
 def _fk_join(reader: _Reader, raw: Any, key: str, known: set[str]) -> FkJoin:
     raw = reader.mapping(raw, key)
     reader.only(raw, key, {"left", "right", "fk", "how", "right_columns", "right_prefix"})
-    left = reader.identifier(raw, key, "left")
-    right = reader.identifier(raw, key, "right")
+    left = _source_name(reader, raw, key, "left", known)
+    right = _source_name(reader, raw, key, "right", known)
     fk = reader.identifier(raw, key, "fk")
-    assert left and right and fk
-    for role, name in (("left", left), ("right", right)):
-        if name not in known:
-            raise reader.fail(
-                f"{key}.{role}",
-                f"unknown source '{name}'",
-                f"declare it under 'sources:' or use one of: {', '.join(sorted(known))}",
-            )
+    assert fk
     how_text = reader.text(raw, key, "how", required=False) or "inner"
     try:
         how = JoinHow(how_text)
@@ -255,24 +342,50 @@ def _fk_join(reader: _Reader, raw: Any, key: str, known: set[str]) -> FkJoin:
             f"unknown join type '{how_text}'",
             f"use one of: {', '.join(h.value for h in JoinHow)}",
         ) from None
-    columns_raw = raw.get("right_columns")
-    columns: tuple[str, ...] | None = None
-    if columns_raw is not None:
-        if not isinstance(columns_raw, list) or not columns_raw:
-            raise reader.fail(
-                f"{key}.right_columns", "right_columns must be a non-empty list of column names"
-            )
-        for i, column in enumerate(columns_raw):
-            if not isinstance(column, str):
-                raise reader.fail(
-                    f"{key}.right_columns[{i}]", f"expected a column name, found {_kind(column)}"
-                )
-            reader.check_identifier(column, f"{key}.right_columns[{i}]")
-        columns = tuple(columns_raw)
+    columns = _columns(reader, raw, key, "right_columns")
     prefix = reader.text(raw, key, "right_prefix", required=False) or ""
     if prefix:
         reader.check_identifier(prefix, f"{key}.right_prefix")
     return FkJoin(left, right, fk, how, columns, prefix)
+
+
+def _list_join(reader: _Reader, raw: Any, key: str, known: set[str]) -> ListJoin:
+    raw = reader.mapping(raw, key)
+    reader.only(raw, key, {"left", "list", "right", "into", "duplicates", "right_columns"})
+    left = _source_name(reader, raw, key, "left", known)
+    right = _source_name(reader, raw, key, "right", known)
+    column = reader.identifier(raw, key, "list")
+    into = reader.identifier(raw, key, "into")
+    assert column and into
+    duplicates = _choice(reader, raw, key, "duplicates", Duplicates, Duplicates.KEEP.value)
+    return ListJoin(left, column, right, into, duplicates, _columns(reader, raw, key, "right_columns"))
+
+
+def _rekey(reader: _Reader, raw: Any, key: str, known: set[str]) -> Rekey:
+    raw = reader.mapping(raw, key)
+    reader.only(raw, key, {"source", "key", "columns", "unique", "on_conflict"})
+    source = _source_name(reader, raw, key, "source", known)
+    column = reader.identifier(raw, key, "key")
+    assert column
+    unique = raw.get("unique", True)
+    if not isinstance(unique, bool):
+        raise reader.fail(f"{key}.unique", f"'unique' must be true or false, found {_kind(unique)}")
+    if not unique and "on_conflict" in raw:
+        raise reader.fail(
+            f"{key}.on_conflict",
+            "on_conflict applies only to a unique rekey: with 'unique: false' every "
+            "(derived key, master key) pair is its own row, so nothing can conflict",
+            "remove on_conflict, or set 'unique: true'",
+        )
+    on_conflict = _choice(reader, raw, key, "on_conflict", OnConflict, OnConflict.FAIL.value)
+    return Rekey(source, column, _columns(reader, raw, key, "columns"), unique, on_conflict)
+
+
+_PARSERS: dict[ViewKind, Callable[[_Reader, Any, str, set[str]], Definition]] = {
+    ViewKind.FK_JOIN: _fk_join,
+    ViewKind.LIST_JOIN: _list_join,
+    ViewKind.REKEY: _rekey,
+}
 
 
 def _views(
@@ -300,7 +413,7 @@ def _views(
             raise reader.fail(
                 f"{key}.{kinds[0]}", f"unknown view kind '{kinds[0]}'", f"use one of: {supported}"
             ) from None
-        definition = _fk_join(reader, body[kind.value], f"{key}.{kind.value}", set(sources))
+        definition = _PARSERS[kind](reader, body[kind.value], f"{key}.{kind.value}", set(sources))
         explicit = reader.text(body, key, "path", required=False)
         path = _resolve(base, explicit) if explicit else str(Path(storage) / "views" / name)
         lines = {k[len(key) + 1 :]: v for k, v in reader.lines.items() if k.startswith(key + ".")}
@@ -358,16 +471,38 @@ def find_specs(folder: str | Path) -> list[Path]:
 
 def check_view_schemas(spec: PipelineSpec, view: View, schemas: Mapping[str, Mapping[str, str]]) -> None:
     """Check a view against the columns (name -> Spark type) of the tables it reads."""
-    join = view.fk_join
-    base = f"views.{view.name}.{view.kind.value}"
-    for role in ("left", "right"):
-        source = spec.sources[getattr(join, role)]
+    for name in view.inputs:
+        source = spec.sources[name]
         if source.key not in schemas[source.name]:
             raise spec.error(
                 f"sources.{source.name}.key",
                 f"key column '{source.key}' is not in table {source.path}",
                 f"use one of its columns: {', '.join(schemas[source.name])}",
             )
+    base = f"views.{view.name}.{view.kind.value}"
+    if isinstance(view.definition, FkJoin):
+        _check_fk_join(spec, view.definition, base, schemas)
+    elif isinstance(view.definition, ListJoin):
+        _check_list_join(spec, view.definition, base, schemas)
+    else:
+        _check_rekey(spec, view.definition, base, schemas)
+
+
+def _check_columns(
+    spec: PipelineSpec, key: str, chosen: tuple[str, ...] | None, table: str, columns: Mapping[str, str]
+) -> None:
+    for i, column in enumerate(chosen or ()):
+        if column not in columns:
+            raise spec.error(
+                f"{key}[{i}]",
+                f"column '{column}' is not in the {table}",
+                f"use one of its columns: {', '.join(columns)}",
+            )
+
+
+def _check_fk_join(
+    spec: PipelineSpec, join: FkJoin, base: str, schemas: Mapping[str, Mapping[str, str]]
+) -> None:
     left, right = spec.sources[join.left], spec.sources[join.right]
     left_columns, right_columns = schemas[left.name], schemas[right.name]
     if join.fk not in left_columns:
@@ -383,13 +518,9 @@ def check_view_schemas(spec: PipelineSpec, view: View, schemas: Mapping[str, Map
             f"'{right.name}.{right.key}' is {right_columns[right.key]}",
             "make both columns the same type in the source tables",
         )
-    for i, column in enumerate(join.right_columns or ()):
-        if column not in right_columns:
-            raise spec.error(
-                f"{base}.right_columns[{i}]",
-                f"column '{column}' is not in the right table '{right.name}'",
-                f"use one of its columns: {', '.join(right_columns)}",
-            )
+    _check_columns(
+        spec, f"{base}.right_columns", join.right_columns, f"right table '{right.name}'", right_columns
+    )
     chosen = join.right_columns or tuple(c for c in right_columns if c != right.key)
     clashes = sorted(set(left_columns) & {join.right_prefix + c for c in chosen})
     if clashes:
@@ -398,3 +529,62 @@ def check_view_schemas(spec: PipelineSpec, view: View, schemas: Mapping[str, Map
             f"right columns {clashes} clash with left columns of the same name",
             "set 'right_prefix: <prefix>_' or choose other right_columns",
         )
+
+
+def _check_list_join(
+    spec: PipelineSpec, join: ListJoin, base: str, schemas: Mapping[str, Mapping[str, str]]
+) -> None:
+    left, right = spec.sources[join.left], spec.sources[join.right]
+    left_columns, right_columns = schemas[left.name], schemas[right.name]
+    if join.list not in left_columns:
+        raise spec.error(
+            f"{base}.list",
+            f"list column '{join.list}' is not in the left table '{left.name}'",
+            f"use one of its columns: {', '.join(left_columns)}",
+        )
+    found = left_columns[join.list]
+    wanted = f"array<{right_columns[right.key]}>"
+    if not found.startswith("array<"):
+        raise spec.error(
+            f"{base}.list",
+            f"list column '{join.list}' of the left table '{left.name}' is {found}, not an array",
+            f"store the element keys as an {wanted} (for example with split() or array())",
+        )
+    if found != wanted:
+        raise spec.error(
+            f"{base}.list",
+            f"list column '{join.list}' is {found} but the right key '{right.name}.{right.key}' "
+            f"is {right_columns[right.key]}",
+            f"make the list an {wanted} in the source table",
+        )
+    if join.list == left.key:
+        raise spec.error(f"{base}.list", "the list column cannot be the left key", "name the list column")
+    _check_columns(
+        spec, f"{base}.right_columns", join.right_columns, f"right table '{right.name}'", right_columns
+    )
+    if join.into != join.list and join.into in left_columns:
+        raise spec.error(
+            f"{base}.into",
+            f"'{join.into}' is already a column of the left table '{left.name}'",
+            "choose another name for the joined list",
+        )
+
+
+def _check_rekey(
+    spec: PipelineSpec, rekey: Rekey, base: str, schemas: Mapping[str, Mapping[str, str]]
+) -> None:
+    master = spec.sources[rekey.source]
+    columns = schemas[master.name]
+    if rekey.key not in columns:
+        raise spec.error(
+            f"{base}.key",
+            f"rekey column '{rekey.key}' is not in the master table '{master.name}'",
+            f"use one of its columns: {', '.join(columns)}",
+        )
+    if rekey.key == master.key:
+        raise spec.error(
+            f"{base}.key",
+            f"'{rekey.key}' is already the key of '{master.name}'",
+            "re-key by another column; the master key is kept in every derived row",
+        )
+    _check_columns(spec, f"{base}.columns", rekey.columns, f"master table '{master.name}'", columns)

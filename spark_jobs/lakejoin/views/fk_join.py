@@ -8,10 +8,12 @@ Pure DataFrame code: reading and writing Delta happens in the runner.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from lakejoin.spec import FkJoin
+from lakejoin import quality, routing
+from lakejoin.spec import FkJoin, JoinHow, PipelineSpec, View
+from lakejoin.views.base import BatchContext, Rebuilt, Validation, ViewKindLogic
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -63,3 +65,87 @@ def recompute(
         *[left_rows[c] for c in left_rows.columns],
         *[F.col(join.right_prefix + c) for c in right_columns],
     )
+
+
+class FkJoinView(ViewKindLogic):
+    """fk_join on the batch protocol: a routing index (right key -> left keys) finds the left
+    rows a right change reaches."""
+
+    def __init__(self, spec: PipelineSpec, view: View) -> None:
+        super().__init__(spec, view)
+        self.join = view.fk_join
+        self.left, self.right = spec.sources[self.join.left], spec.sources[self.join.right]
+        self._right_columns: list[str] = []
+
+    @property
+    def output_key(self) -> tuple[str, ...]:
+        return (self.left.key,)
+
+    def prepare(self, schemas: Mapping[str, Mapping[str, str]]) -> None:
+        self._right_columns = chosen_right_columns(self.join, list(schemas[self.right.name]), self.right.key)
+
+    def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
+        from pyspark.sql import functions as F
+
+        affected: DataFrame | None = None
+        if changes is None:
+            left_rows = ctx.whole_source(self.left)
+            right_rows = ctx.whole_source(self.right)
+        else:
+            index = routing.read_index(ctx.spark, ctx.state_path, ctx.state_version)
+            routed = routing.routed_left_keys(index, changes[self.right.name], self.right.key).select(
+                F.col(routing.LEFT_KEY).alias(self.left.key)
+            )
+            affected = affected_keys(changes[self.left.name], routed, self.left.key).localCheckpoint()
+            # Materialise the few affected rows once: the checks, the join and the routes reuse them.
+            left_rows = (
+                ctx.snapshot(self.left).join(F.broadcast(affected), on=self.left.key, how="left_semi")
+            ).localCheckpoint()
+            right_rows = referenced_right_rows(
+                ctx.snapshot(self.right), left_rows, self.join.fk, self.right.key
+            ).localCheckpoint()
+        ctx.require_unique(left_rows, self.left)
+        ctx.require_unique(right_rows, self.right)
+        self._left_rows, self._affected = left_rows, affected
+        rows = recompute(
+            left_rows, right_rows, self.join, right_key=self.right.key, right_columns=self._right_columns
+        )
+        return Rebuilt(rows, affected)
+
+    def write_state(self, ctx: BatchContext) -> None:
+        left_rows, affected = self._left_rows, self._affected
+        types = left_rows.schema
+        routing.ensure_index(
+            ctx.spark, ctx.state_path, types[self.left.key].dataType, types[self.join.fk].dataType
+        )
+        new_routes = routing.routes(left_rows, self.left.key, self.join.fk)
+        if affected is not None:
+            new_routes = affected.withColumnRenamed(self.left.key, routing.LEFT_KEY).join(
+                new_routes, on=routing.LEFT_KEY, how="left"
+            )
+        routing.update_index(ctx.spark, ctx.state_path, new_routes, full=affected is None)
+
+    def validations(self, ctx: BatchContext, written: DataFrame, output: DataFrame) -> list[Validation]:
+        import great_expectations as gx
+
+        key = self.left.key
+        expectations = [
+            gx.expectations.ExpectColumnValuesToNotBeNull(column=key),
+            gx.expectations.ExpectColumnValuesToBeUnique(column=key),
+        ]
+        rows = written
+        if self.join.how is JoinHow.INNER:
+            rows = quality.with_key_resolution(
+                written, ctx.snapshot(self.right), self.join.fk, self.right.key, quality.FK_RESOLVED
+            )
+            expectations += [
+                gx.expectations.ExpectColumnValuesToNotBeNull(column=self.join.fk),
+                gx.expectations.ExpectColumnValuesToBeInSet(column=quality.FK_RESOLVED, value_set=[True]),
+            ]
+        left_rows = ctx.snapshot(self.left).count()
+        table: list[Any]
+        if self.join.how is JoinHow.LEFT:
+            table = [gx.expectations.ExpectTableRowCountToEqual(value=left_rows)]
+        else:
+            table = [gx.expectations.ExpectTableRowCountToBeBetween(min_value=0, max_value=left_rows)]
+        return [Validation("changed_rows", rows, expectations), Validation("output", output, table)]

@@ -1,0 +1,149 @@
+"""What every view kind gives the batch engine (runner.py), and what the engine gives it.
+
+The engine owns the protocol: plan, changes, write, check, commit, idempotency. A view kind
+owns its semantics: which output keys a batch's changes can affect, how to recompute them, and
+how to keep its own state table (a routing index, composite rows, a re-keyed index) in step.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lakejoin.errors import DuplicateKeyError, NullKeyError
+from lakejoin.sources import snapshot
+from lakejoin.spec import PipelineSpec, Source, View
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from lakejoin.batches import BatchRecord
+
+STATE = "_routing"  # the name under which a plan pins the version of the view's state table
+
+
+@dataclass
+class BatchContext:
+    """What a view kind may use while one batch runs."""
+
+    spark: SparkSession
+    spec: PipelineSpec
+    view: View
+    plan: BatchRecord
+    state_path: str
+    metrics: dict[str, int] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
+    _snapshots: dict[str, DataFrame] = field(default_factory=dict)
+
+    @property
+    def full(self) -> bool:
+        from lakejoin.batches import BatchMode
+
+        return self.plan.mode is BatchMode.FULL_REFRESH
+
+    @property
+    def state_version(self) -> int:
+        return self.plan.pinned_versions.get(STATE, -1)
+
+    def version(self, source: Source) -> int:
+        return self.plan.pinned_versions[source.name]
+
+    def snapshot(self, source: Source) -> DataFrame:
+        """The source as the plan pinned it."""
+        if source.name not in self._snapshots:
+            self._snapshots[source.name] = snapshot(self.spark, source.path, self.version(source))
+        return self._snapshots[source.name]
+
+    def where(self, source: Source, version: int | None = None) -> str:
+        at = f" at version {version}" if version is not None else ""
+        return f"view '{self.view.name}', source '{source.name}' ({source.path}){at}"
+
+    def require_keys(self, rows: DataFrame, source: Source) -> None:
+        from pyspark.sql import functions as F
+
+        if rows.where(F.col(source.key).isNull()).limit(1).count():
+            raise NullKeyError(
+                f"a row has a null key '{source.key}'",
+                where=self.where(source, self.version(source)),
+                fix=f"give every row a '{source.key}' in the source, or filter null keys out upstream",
+            )
+
+    def require_unique(self, rows: DataFrame, source: Source) -> None:
+        duplicates = (
+            rows.groupBy(source.key).count().where("count > 1").orderBy(source.key).limit(5).collect()
+        )
+        if duplicates:
+            shown = ", ".join(f"{source.key}={d[source.key]!r} ({d['count']} rows)" for d in duplicates)
+            raise DuplicateKeyError(
+                f"the key '{source.key}' is not unique: {shown}",
+                where=self.where(source, self.version(source)),
+                fix="deduplicate the source table (one row per key), or declare another key column",
+            )
+
+    def whole_source(self, source: Source) -> DataFrame:
+        """The pinned snapshot, checked for null and duplicate keys (a full recompute reads it all)."""
+        rows = self.snapshot(source)
+        self.require_keys(rows, source)
+        return rows
+
+
+@dataclass(frozen=True)
+class Rebuilt:
+    """A batch's recomputed output rows, and the output keys they replace (None: all keys)."""
+
+    rows: DataFrame
+    affected: DataFrame | None
+
+
+@dataclass(frozen=True)
+class Validation:
+    """One Great Expectations validation: a scope name, the rows, the expectations."""
+
+    scope: str
+    rows: DataFrame
+    expectations: list[Any]
+
+
+class ViewKindLogic(ABC):
+    """One view kind's part of a batch. A new instance serves each batch."""
+
+    state_name = "routing index"  # what the view's state table is called in messages
+
+    def __init__(self, spec: PipelineSpec, view: View) -> None:
+        self.spec = spec
+        self.view = view
+
+    @property
+    def sources(self) -> tuple[Source, ...]:
+        return tuple(self.spec.sources[name] for name in self.view.inputs)
+
+    def metrics(self) -> dict[str, int]:
+        """Counts of this kind's own, reported with the batch (composite rows, conflicts...)."""
+        return {}
+
+    @property
+    @abstractmethod
+    def output_key(self) -> tuple[str, ...]:
+        """The column(s) that identify an output row."""
+
+    def prepare(self, schemas: Mapping[str, Mapping[str, str]]) -> None:  # noqa: B027 - optional hook
+        """Called with each source's columns (name -> type) at the pinned versions, after the
+        spec's own checks passed."""
+
+    @abstractmethod
+    def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
+        """Recompute the output rows this batch affects (every row when `changes` is None).
+
+        `changes` maps each source to its net changed rows since the last batch (see
+        changes.net_changes). A failure here leaves nothing written.
+        """
+
+    @abstractmethod
+    def write_state(self, ctx: BatchContext) -> None:
+        """Bring the view's state table up to the pinned versions (called inside `idempotent`)."""
+
+    @abstractmethod
+    def validations(self, ctx: BatchContext, written: DataFrame, output: DataFrame) -> list[Validation]:
+        """Great Expectations checks of the rows the batch wrote and of the whole output."""

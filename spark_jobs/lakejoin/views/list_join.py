@@ -1,0 +1,309 @@
+"""list_join: a left row's list of foreign keys, replaced by the matching right rows.
+
+`persons(person_id, name, address_ids: [a1, a2])` with `addresses(address_id, street)` gives
+`person_id, name, addresses: [{address_id: a1, street: ...}, {address_id: a2, street: ...}]`.
+
+Each list is flattened into composite rows (left key, position, element key). They are the
+view's state: a Delta table clustered by element key, so a right change finds every list that
+holds its key without scanning the left table. A batch re-joins only
+- left rows whose list changed (added, removed, reordered or duplicated elements), and
+- left rows holding an element whose right row changed.
+A left row whose other columns changed but whose list did not keeps its joined list from the
+output: its elements are not re-joined.
+
+Semantics: each element is joined on its own with left semantics (no right row: null right
+columns, filled in when it arrives); the list keeps its order; an empty or null list gives an
+empty array; duplicates follow the view's policy (keep every occurrence, or drop all but the
+first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from lakejoin.changes import CHANGE, ChangeKind
+from lakejoin.spec import Duplicates, ListJoin, PipelineSpec, View
+from lakejoin.views.base import BatchContext, Rebuilt, Validation, ViewKindLogic
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+LEFT_KEY = "left_key"
+POS = "pos"
+ELEMENT = "right_key"
+MATCH = "_lj_match"
+SIGNATURE = "_lj_signature"
+
+
+def composite_rows(left_rows: DataFrame, join: ListJoin, left_key: str, *, outer: bool = False) -> DataFrame:
+    """(left_key, pos, right_key) for every list element kept by the duplicates policy.
+
+    With `outer`, a left row with an empty or null list gives one row with a null pos, so that
+    it still has a place in a later join.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    explode = F.posexplode_outer if outer else F.posexplode
+    rows = left_rows.select(F.col(left_key).alias(LEFT_KEY), explode(join.list).alias(POS, ELEMENT))
+    if join.duplicates is Duplicates.DROP:
+        first = Window.partitionBy(LEFT_KEY, ELEMENT).orderBy(F.col(POS).asc_nulls_first())
+        rows = rows.withColumn("_lj_n", F.row_number().over(first)).where("_lj_n = 1").drop("_lj_n")
+    return rows
+
+
+def joined_lists(
+    composite: DataFrame, right_rows: DataFrame, *, right_key: str, right_columns: list[str], into: str
+) -> DataFrame:
+    """(left_key, into): each left key's elements joined to their right rows, in list order."""
+    from pyspark.sql import functions as F
+
+    right = right_rows.select(F.col(right_key).alias(MATCH), *right_columns)
+    joined = composite.join(F.broadcast(right), composite[ELEMENT] == right[MATCH], how="left")
+    element = F.struct(F.col(ELEMENT).alias(right_key), *[F.col(c) for c in right_columns])
+    item = F.when(F.col(POS).isNotNull(), F.struct(F.col(POS).alias("p"), element.alias("e")))
+    return joined.groupBy(LEFT_KEY).agg(
+        F.transform(F.array_sort(F.collect_list(item), _by_position), lambda x: x["e"]).alias(into)
+    )
+
+
+def _by_position(a, b):  # noqa: ANN001, ANN202 - Spark Column lambdas
+    from pyspark.sql import functions as F
+
+    # Compare positions only: right columns need not be orderable (maps, for one).
+    return F.when(a["p"] < b["p"], -1).when(a["p"] > b["p"], 1).otherwise(0)
+
+
+def signatures(composite: DataFrame) -> DataFrame:
+    """(left_key, signature): each left key's element keys in list order, as comparable text.
+
+    Positions themselves are left out: under `drop`, [a, b, a, c] and [a, b, c] keep the same
+    elements in the same order, so the joined list is the same.
+    """
+    from pyspark.sql import functions as F
+
+    ordered = F.sort_array(F.collect_list(F.struct(POS, ELEMENT)))
+    return composite.groupBy(LEFT_KEY).agg(
+        F.to_json(F.transform(ordered, lambda x: x[ELEMENT])).alias(SIGNATURE)
+    )
+
+
+class ListJoinView(ViewKindLogic):
+    state_name = "composite rows"
+
+    def __init__(self, spec: PipelineSpec, view: View) -> None:
+        super().__init__(spec, view)
+        self.join = view.list_join
+        self.left, self.right = spec.sources[self.join.left], spec.sources[self.join.right]
+        self._right_columns: list[str] = []
+        self._counts: dict[str, int] = {}
+
+    @property
+    def output_key(self) -> tuple[str, ...]:
+        return (self.left.key,)
+
+    def prepare(self, schemas: Mapping[str, Mapping[str, str]]) -> None:
+        columns = list(schemas[self.right.name])
+        self._right_columns = list(self.join.right_columns or [c for c in columns if c != self.right.key])
+
+    def metrics(self) -> dict[str, int]:
+        return dict(self._counts)
+
+    def _output_rows(self, left_rows: DataFrame, lists: DataFrame) -> DataFrame:
+        """Left rows with the list column replaced by their joined list."""
+        from pyspark.sql import functions as F
+
+        joined = left_rows.join(lists, left_rows[self.left.key] == lists[LEFT_KEY], how="left")
+        columns = [F.col(self.join.into) if c == self.join.list else left_rows[c] for c in left_rows.columns]
+        return joined.select(*columns)
+
+    def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
+        from pyspark.sql import functions as F
+
+        key = self.left.key
+        if changes is None:
+            left_rows = ctx.whole_source(self.left)
+            ctx.require_unique(left_rows, self.left)
+            right_rows = ctx.whole_source(self.right)
+            ctx.require_unique(right_rows, self.right)
+            self._composite = composite_rows(left_rows, self.join, key).localCheckpoint()
+            self._replaced = None
+            self._counts = {"composite_rows_rebuilt": self._composite.count(), "left_rows_carried": 0}
+            lists = joined_lists(
+                composite_rows(left_rows, self.join, key, outer=True),
+                right_rows,
+                right_key=self.right.key,
+                right_columns=self._right_columns,
+                into=self.join.into,
+            )
+            return Rebuilt(self._output_rows(left_rows, lists), None)
+
+        state = ctx.spark.read.format("delta").option("versionAsOf", ctx.state_version).load(ctx.state_path)
+        left_changed = changes[self.left.name]
+        changed_keys = left_changed.select(F.col(key).alias(LEFT_KEY))
+        right_changed = changes[self.right.name].select(F.col(self.right.key).alias(ELEMENT))
+        routed = (
+            state.join(F.broadcast(right_changed), on=ELEMENT, how="left_semi").select(LEFT_KEY).distinct()
+        )
+        affected = changed_keys.union(routed).distinct().localCheckpoint()
+
+        left_rows = (
+            ctx.snapshot(self.left)
+            .join(F.broadcast(affected.withColumnRenamed(LEFT_KEY, key)), on=key, how="left_semi")
+            .localCheckpoint()
+        )
+        ctx.require_unique(left_rows, self.left)
+        new_composite = composite_rows(left_rows, self.join, key).localCheckpoint()
+        old_composite = state.join(F.broadcast(affected), on=LEFT_KEY, how="left_semi")
+
+        # A left row whose list is as it was, and none of whose elements changed on the right,
+        # keeps its joined list from the output.
+        upserted = left_changed.where(F.col(CHANGE) == ChangeKind.UPSERT.value).select(
+            F.col(key).alias(LEFT_KEY)
+        )
+        same_list = (
+            upserted.join(routed, on=LEFT_KEY, how="left_anti")
+            .join(signatures(new_composite), on=LEFT_KEY, how="left")
+            .join(signatures(old_composite).withColumnRenamed(SIGNATURE, "_lj_old"), on=LEFT_KEY, how="left")
+            .where(F.col(SIGNATURE).eqNullSafe(F.col("_lj_old")))
+            .select(LEFT_KEY)
+        )
+        output = ctx.spark.read.format("delta").load(self.view.path)
+        kept = (
+            output.select(F.col(key).alias(LEFT_KEY), self.join.into)
+            .join(F.broadcast(same_list), on=LEFT_KEY, how="left_semi")
+            .localCheckpoint()
+        )
+        carried_keys = kept.select(LEFT_KEY)
+        rejoin_rows = left_rows.join(
+            F.broadcast(carried_keys.withColumnRenamed(LEFT_KEY, key)), on=key, how="left_anti"
+        )
+        rejoin_composite = new_composite.join(F.broadcast(carried_keys), on=LEFT_KEY, how="left_anti")
+        wanted = (
+            rejoin_composite.select(F.col(ELEMENT).alias(MATCH)).where(F.col(MATCH).isNotNull()).distinct()
+        )
+        right_rows = (
+            ctx.snapshot(self.right)
+            .join(F.broadcast(wanted), F.col(self.right.key) == wanted[MATCH], how="left_semi")
+            .localCheckpoint()
+        )
+        ctx.require_unique(right_rows, self.right)
+        lists = joined_lists(
+            composite_rows(rejoin_rows, self.join, key, outer=True),
+            right_rows,
+            right_key=self.right.key,
+            right_columns=self._right_columns,
+            into=self.join.into,
+        ).unionByName(kept)
+
+        # The composite rows to replace: those of every affected key except the carried ones
+        # (theirs are unchanged by definition).
+        self._replaced = affected.join(F.broadcast(carried_keys), on=LEFT_KEY, how="left_anti")
+        self._old_composite = old_composite.join(F.broadcast(carried_keys), on=LEFT_KEY, how="left_anti")
+        self._composite = rejoin_composite
+        self._counts = {
+            "composite_rows_rebuilt": rejoin_composite.count(),
+            "left_rows_carried": carried_keys.count(),
+        }
+        return Rebuilt(self._output_rows(left_rows, lists), affected.withColumnRenamed(LEFT_KEY, key))
+
+    def write_state(self, ctx: BatchContext) -> None:
+        from pyspark.sql import functions as F
+
+        ensure_composite_table(ctx.spark, ctx.state_path, self._composite)
+        present = F.lit(True).alias("_lj_present")
+        if self._replaced is None:
+            source = self._composite.select(LEFT_KEY, POS, ELEMENT, present)
+        else:
+            new = self._composite.select(LEFT_KEY, POS, ELEMENT, present)
+            old = self._old_composite.select(LEFT_KEY, POS)
+            source = old.join(new, on=[LEFT_KEY, POS], how="full_outer")
+        merge_composite(ctx.spark, ctx.state_path, source, full=self._replaced is None)
+
+    def validations(self, ctx: BatchContext, written: DataFrame, output: DataFrame) -> list[Validation]:
+        import great_expectations as gx
+        from pyspark.sql import functions as F
+
+        key = self.left.key
+        lists = ctx.snapshot(self.left).select(
+            F.col(key).alias("_lj_left_key"),
+            F.coalesce(
+                F.size(
+                    F.array_distinct(self.join.list)
+                    if self.join.duplicates is Duplicates.DROP
+                    else F.col(self.join.list)
+                ),
+                F.lit(0),
+            ).alias("_lj_left_length"),
+        )
+        lengths = lists.join(
+            F.broadcast(
+                written.select(F.col(key).alias("_lj_left_key"), F.size(self.join.into).alias("_lj_length"))
+            ),
+            on="_lj_left_key",
+            how="inner",
+        )
+        left_rows = ctx.snapshot(self.left).count()
+        return [
+            Validation(
+                "changed_rows",
+                written,
+                [
+                    gx.expectations.ExpectColumnValuesToNotBeNull(column=key),
+                    gx.expectations.ExpectColumnValuesToBeUnique(column=key),
+                    gx.expectations.ExpectColumnValuesToNotBeNull(column=self.join.into),
+                ],
+            ),
+            Validation(
+                "list_lengths",
+                lengths,
+                [
+                    gx.expectations.ExpectColumnPairValuesToBeEqual(
+                        column_A="_lj_length", column_B="_lj_left_length"
+                    )
+                ],
+            ),
+            Validation("output", output, [gx.expectations.ExpectTableRowCountToEqual(value=left_rows)]),
+        ]
+
+
+def ensure_composite_table(spark: SparkSession, path: str, composite: DataFrame) -> None:
+    from delta.tables import DeltaTable
+
+    (
+        DeltaTable.createIfNotExists(spark)
+        .location(path)
+        .addColumns(composite.select(LEFT_KEY, POS, ELEMENT).schema)
+        .clusterBy(ELEMENT)
+        .execute()
+    )
+
+
+def merge_composite(spark: SparkSession, path: str, source: DataFrame, *, full: bool) -> None:
+    """Replace composite rows by (left_key, pos): rows of `source` without `_lj_present` are
+    deleted; with `full`, every row not in `source` is deleted too."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    present = F.col("s._lj_present").isNotNull()
+    merge = (
+        DeltaTable.forPath(spark, path)
+        .alias("t")
+        .merge(
+            source.alias("s"),
+            (F.col(f"t.{LEFT_KEY}") == F.col(f"s.{LEFT_KEY}")) & (F.col(f"t.{POS}") == F.col(f"s.{POS}")),
+        )
+        .whenMatchedDelete(condition=~present)
+        .whenMatchedUpdate(
+            condition=~F.col(f"t.{ELEMENT}").eqNullSafe(F.col(f"s.{ELEMENT}")),
+            set={ELEMENT: F.col(f"s.{ELEMENT}")},
+        )
+        .whenNotMatchedInsert(
+            condition=present,
+            values={LEFT_KEY: F.col(f"s.{LEFT_KEY}"), POS: F.col(f"s.{POS}"), ELEMENT: F.col(f"s.{ELEMENT}")},
+        )
+    )
+    if full:
+        merge = merge.whenNotMatchedBySourceDelete()
+    merge.execute()

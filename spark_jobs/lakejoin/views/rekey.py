@@ -1,0 +1,253 @@
+"""rekey: a lookup table keyed by another column of a master table.
+
+`merchants(merchant_id, display_name, country)` re-keyed by `display_name` gives
+`merchants_by_name(display_name, merchant_id, country)`.
+
+The view's state is an index of the master: one row per master key with its derived key, the
+commit version of its last change, and the chosen columns. It is a Delta table clustered by the
+derived key, maintained from the master's Change Data Feed alone: a batch never rescans the
+master. The old derived key of a changed master comes from the index; the new one from the
+change. The derived keys a batch affects are the old and new ones of every changed master, and
+each is recomputed from the masters that claim it in the index.
+
+- An update `v1 -> v2` deletes `v1` and writes `v2`; a delete deletes its derived row; an
+  update that keeps `v` rewrites the row only when a chosen column changed.
+- A null derived key is dropped and counted (`null_keys_dropped`).
+- `unique: true` (the default): two masters claiming one derived key is a conflict.
+  `on_conflict: fail` stops the batch before it writes anything and lists the keys;
+  `on_conflict: latest` keeps the master whose last change has the highest commit version (on a
+  tie, within one commit, the greatest master key) and counts the conflict (`conflicts`).
+- `unique: false`: one derived row per (derived key, master key).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from lakejoin.changes import CHANGE, VERSION, ChangeKind, net_changes, read_change_feed
+from lakejoin.errors import KeyConflictError
+from lakejoin.spec import OnConflict, PipelineSpec, View
+from lakejoin.views.base import BatchContext, Rebuilt, Validation, ViewKindLogic
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+SINCE = "_lj_version"  # the commit version of a master row's last change
+MASTER_RESOLVED = "_lj_master_resolved"
+
+
+def resolve(claims: DataFrame, derived_key: str, master_key: str, *, unique: bool) -> DataFrame:
+    """One output row per derived key (the latest claim wins), or every claim when not unique."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    if not unique:
+        return claims
+    latest = Window.partitionBy(derived_key).orderBy(F.col(SINCE).desc(), F.col(master_key).desc())
+    return claims.withColumn("_lj_rank", F.row_number().over(latest)).where("_lj_rank = 1").drop("_lj_rank")
+
+
+def conflicts(claims: DataFrame, derived_key: str, master_key: str) -> DataFrame:
+    """(derived key, master keys): the derived keys that several masters claim."""
+    from pyspark.sql import functions as F
+
+    return (
+        claims.groupBy(derived_key)
+        .agg(F.count(F.lit(1)).alias("n"), F.sort_array(F.collect_list(master_key)).alias("masters"))
+        .where("n > 1")
+    )
+
+
+class RekeyView(ViewKindLogic):
+    state_name = "rekey index"
+
+    def __init__(self, spec: PipelineSpec, view: View) -> None:
+        super().__init__(spec, view)
+        self.rekey = view.rekey
+        self.master = spec.sources[self.rekey.source]
+        self._columns: list[str] = []
+        self._counts: dict[str, int] = {}
+
+    @property
+    def output_key(self) -> tuple[str, ...]:
+        if self.rekey.unique:
+            return (self.rekey.key,)
+        return (self.rekey.key, self.master.key)
+
+    def prepare(self, schemas: Mapping[str, Mapping[str, str]]) -> None:
+        available = list(schemas[self.master.name])
+        chosen = list(self.rekey.columns or available)
+        self._columns = [c for c in chosen if c not in (self.rekey.key, self.master.key)]
+
+    def metrics(self) -> dict[str, int]:
+        return dict(self._counts)
+
+    def _index_columns(self) -> list[str]:
+        return [self.master.key, self.rekey.key, SINCE, *self._columns]
+
+    def _output(self, claims: DataFrame) -> DataFrame:
+        return claims.select(self.rekey.key, self.master.key, *self._columns)
+
+    def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
+        from pyspark.sql import functions as F
+
+        v, k = self.rekey.key, self.master.key
+        if changes is None:
+            rows = self._full_index(ctx)
+            ctx.require_unique(rows, self.master)
+            self._dropped = rows.where(F.col(v).isNull()).count()
+            self._index = rows.where(F.col(v).isNotNull()).select(*self._index_columns()).localCheckpoint()
+            self._changes = None
+            claims = self._index
+            affected = None
+        else:
+            index = (
+                ctx.spark.read.format("delta").option("versionAsOf", ctx.state_version).load(ctx.state_path)
+            )
+            changed = changes[self.master.name]
+            upserts = changed.where(F.col(CHANGE) == ChangeKind.UPSERT.value)
+            self._dropped = upserts.where(F.col(v).isNull()).count()
+            new = upserts.where(F.col(v).isNotNull()).select(
+                k, v, F.col(VERSION).alias(SINCE), *self._columns
+            )
+            old = index.join(F.broadcast(changed.select(k)), on=k, how="left_semi")
+            key_columns = list(self.output_key)
+            affected = old.select(*key_columns).union(new.select(*key_columns)).distinct().localCheckpoint()
+            derived = affected.select(v).distinct()
+            unchanged = index.join(F.broadcast(changed.select(k)), on=k, how="left_anti").join(
+                F.broadcast(derived), on=v, how="left_semi"
+            )
+            # Without `unique`, a derived row depends on its own master alone.
+            claims = (
+                new if not self.rekey.unique else unchanged.select(*self._index_columns()).unionByName(new)
+            )
+            claims = claims.localCheckpoint()
+            self._changes = changed.select(k, v, F.col(VERSION).alias(SINCE), *self._columns, CHANGE)
+        self._counts = {"null_keys_dropped": self._dropped, "conflicts": 0}
+        if self.rekey.unique:
+            clashes = conflicts(claims, v, k).orderBy(v).limit(20).collect()
+            total = conflicts(claims, v, k).count() if clashes else 0
+            self._counts["conflicts"] = total
+            if clashes and self.rekey.on_conflict is OnConflict.FAIL:
+                raise KeyConflictError(
+                    f"{total} derived key(s) are claimed by more than one master row: "
+                    + shown_conflicts(clashes, v, k, limit=20),
+                    where=f"view '{self.view.name}', source '{self.master.name}' at version "
+                    f"{ctx.version(self.master)}",
+                    fix=f"make '{v}' unique among the master rows and run again (nothing was written), "
+                    "or declare 'on_conflict: latest' (the master changed last wins) or "
+                    "'unique: false' (one row per master)",
+                )
+            if clashes:
+                ctx.notes["conflicts"] = (
+                    f"{total} derived key(s) claimed by several masters, the latest kept: "
+                    + shown_conflicts(clashes, v, k, limit=5)
+                )
+        return Rebuilt(self._output(resolve(claims, v, k, unique=self.rekey.unique)), affected)
+
+    def _full_index(self, ctx: BatchContext) -> DataFrame:
+        """Every master row with the commit version of its last change.
+
+        Only `on_conflict: latest` needs the versions; they come from the master's whole
+        change feed. Where that cannot be read, the pinned version stands in for every row
+        (ties then go to the greatest master key), and the batch says so in its notes.
+        """
+        from pyspark.sql import functions as F
+
+        snapshot = ctx.whole_source(self.master)
+        pinned = ctx.version(self.master)
+        if not (self.rekey.unique and self.rekey.on_conflict is OnConflict.LATEST):
+            return snapshot.withColumn(SINCE, F.lit(pinned).cast("bigint"))
+        try:
+            feed = read_change_feed(ctx.spark, self.master.path, 0, pinned)
+            last = net_changes(feed, self.master.key).where(F.col(CHANGE) == ChangeKind.UPSERT.value)
+            versions = last.select(self.master.key, F.col(VERSION).alias(SINCE)).localCheckpoint()
+        except Exception as exc:  # noqa: BLE001 - any unreadable history falls back, with a note
+            ctx.notes["versions"] = (
+                "the master's change feed from version 0 could not be read "
+                f"({type(exc).__name__}); conflicts in this full refresh were resolved by master key"
+            )
+            return snapshot.withColumn(SINCE, F.lit(pinned).cast("bigint"))
+        return snapshot.join(versions, on=self.master.key, how="left").withColumn(
+            SINCE, F.coalesce(F.col(SINCE), F.lit(pinned).cast("bigint"))
+        )
+
+    def write_state(self, ctx: BatchContext) -> None:
+        from pyspark.sql import functions as F
+
+        ensure_index(ctx.spark, ctx.state_path, self._index_schema_source())
+        v, k = self.rekey.key, self.master.key
+        if self._changes is None:
+            source = self._index.withColumn("_lj_keep", F.lit(True))
+        else:
+            keep = (F.col(CHANGE) == ChangeKind.UPSERT.value) & F.col(v).isNotNull()
+            source = self._changes.withColumn("_lj_keep", keep).drop(CHANGE)
+        merge_index(ctx.spark, ctx.state_path, source, k, self._index_columns(), full=self._changes is None)
+
+    def _index_schema_source(self) -> DataFrame:
+        return self._index if self._changes is None else self._changes.drop(CHANGE)
+
+    def validations(self, ctx: BatchContext, written: DataFrame, output: DataFrame) -> list[Validation]:
+        import great_expectations as gx
+
+        from lakejoin import quality
+
+        v, k = self.rekey.key, self.master.key
+        master = ctx.snapshot(self.master)
+        rows = quality.with_key_resolution(written, master, k, k, MASTER_RESOLVED)
+        unique = (
+            gx.expectations.ExpectColumnValuesToBeUnique(column=v)
+            if self.rekey.unique
+            else gx.expectations.ExpectCompoundColumnsToBeUnique(column_list=[v, k])
+        )
+        return [
+            Validation(
+                "changed_rows",
+                rows,
+                [
+                    gx.expectations.ExpectColumnValuesToNotBeNull(column=v),
+                    unique,
+                    gx.expectations.ExpectColumnValuesToBeInSet(column=MASTER_RESOLVED, value_set=[True]),
+                ],
+            ),
+            Validation(
+                "output",
+                output,
+                [gx.expectations.ExpectTableRowCountToBeBetween(min_value=0, max_value=master.count())],
+            ),
+        ]
+
+
+def shown_conflicts(clashes: list, v: str, k: str, *, limit: int) -> str:  # noqa: ANN001 - Rows
+    return "; ".join(f"{v}={c[v]!r} <- {k} {list(c['masters'])}" for c in clashes[:limit])
+
+
+def ensure_index(spark: SparkSession, path: str, rows: DataFrame) -> None:
+    from delta.tables import DeltaTable
+
+    schema = rows.schema
+    derived = [f.name for f in schema.fields][1]
+    (DeltaTable.createIfNotExists(spark).location(path).addColumns(schema).clusterBy(derived).execute())
+
+
+def merge_index(
+    spark: SparkSession, path: str, source: DataFrame, key: str, columns: list[str], *, full: bool
+) -> None:
+    """Upsert the rows whose `_lj_keep` is true, delete the others (and, with `full`, every
+    master key not in `source`)."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    keep = F.col("s._lj_keep")
+    merge = (
+        DeltaTable.forPath(spark, path)
+        .alias("t")
+        .merge(source.alias("s"), F.col(f"t.`{key}`") == F.col(f"s.`{key}`"))
+        .whenMatchedDelete(condition=~keep)
+        .whenMatchedUpdate(condition=keep, set={f"`{c}`": F.col(f"s.`{c}`") for c in columns})
+        .whenNotMatchedInsert(condition=keep, values={f"`{c}`": F.col(f"s.`{c}`") for c in columns})
+    )
+    if full:
+        merge = merge.whenNotMatchedBySourceDelete()
+    merge.execute()

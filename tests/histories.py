@@ -1,0 +1,75 @@
+"""Random change histories for the property tests: Delta commits drawn by hypothesis."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+
+from tests.lakehouse import Lakehouse
+
+# Every example costs minutes of Spark; shrinking a failure would take hours, so it is opt-in.
+PHASES = (Phase.explicit, Phase.generate) + (
+    (Phase.shrink,) if os.environ.get("LAKEJOIN_HYPOTHESIS_SHRINK") else ()
+)
+
+
+def examples(default: int) -> settings:
+    """Hypothesis settings for Spark-backed properties (LAKEJOIN_HYPOTHESIS_EXAMPLES overrides)."""
+    return settings(
+        max_examples=int(os.environ.get("LAKEJOIN_HYPOTHESIS_EXAMPLES", str(default))),
+        deadline=None,
+        database=None,
+        phases=PHASES,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+
+
+@dataclass(frozen=True)
+class Step:
+    """One Delta commit on one source: upsert `rows`, or delete the rows with keys `rows`."""
+
+    table: str
+    kind: str
+    rows: tuple
+
+    def __repr__(self) -> str:
+        return f"{self.kind} {self.table} {list(self.rows)}"
+
+
+def rows_of(values: dict) -> tuple:
+    return tuple((key, *value) for key, value in sorted(values.items()))
+
+
+def upserts(table: str, keys: tuple[str, ...], values: st.SearchStrategy) -> st.SearchStrategy[Step]:
+    # One MERGE needs unique keys; changes to one key inside a batch come from several steps.
+    return st.dictionaries(st.sampled_from(keys), values, min_size=1, max_size=3).map(
+        lambda rows: Step(table, "upsert", rows_of(rows))
+    )
+
+
+def deletes(table: str, keys: tuple[str, ...]) -> st.SearchStrategy[Step]:
+    return st.sets(st.sampled_from(keys), min_size=1, max_size=2).map(
+        lambda doomed: Step(table, "delete", tuple(sorted(doomed)))
+    )
+
+
+def apply(lake: Lakehouse, step: Step, keys: dict[str, str]) -> None:
+    if step.kind == "upsert":
+        lake.upsert(step.table, keys[step.table], list(step.rows))
+    else:
+        lake.delete(step.table, keys[step.table], list(step.rows))
+
+
+_example_number = itertools.count()
+
+
+def example_lake(spark, tmp_path: Path) -> Lakehouse:  # noqa: ANN001
+    """A lakehouse of its own for each example (tmp_path is shared by all examples of a test)."""
+    root = tmp_path / f"example-{next(_example_number)}"
+    root.mkdir()
+    return Lakehouse(spark, root)

@@ -1,0 +1,139 @@
+"""Truth tables of list_join on real Delta tables (DESIGN §1, issue 3).
+
+Each batch below exercises several rules at once on different persons, so a few batches cover
+every rule. After every batch the output must equal the plain-Python oracle at the pinned
+versions, and the output's change feed must name exactly the persons the rules say changed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.lakehouse import ADDRESSES, PERSONS, list_join_oracle, output_rows, run_and_watch, write_spec
+
+pytestmark = pytest.mark.scenario
+
+VIEW = "person_addresses"
+
+
+def spec_of(lake, duplicates: str = "keep", right_columns: str = "[street]"):
+    views = f"""\
+  {VIEW}:
+    list_join: {{left: persons, list: address_ids, right: addresses, into: addresses,
+                duplicates: {duplicates}, right_columns: {right_columns}}}
+"""
+    return write_spec(lake, {"persons": "person_id", "addresses": "address_id"}, views)
+
+
+def run(lake, spec, **kwargs: Any):
+    """One batch; returns its summary and the persons whose output rows changed, by change type."""
+    summary, rows = run_and_watch(lake, spec, VIEW, **kwargs)
+    changed: dict[str, set[str]] = {}
+    for r in rows:
+        changed.setdefault(r["_change_type"], set()).add(r["person_id"])
+    assert output_rows(lake, spec, VIEW) == list_join_oracle(lake, spec, VIEW)
+    return summary, changed
+
+
+def lists(lake, spec) -> dict[str, list[tuple[str, str | None]]]:
+    """person -> [(address_id, street), ...] as the output holds it."""
+    return {
+        r["person_id"]: [(e["address_id"], e["street"]) for e in r["addresses"]]
+        for r in output_rows(lake, spec, VIEW)
+    }
+
+
+def test_list_join_rules_under_keep(lake):
+    lake.create(
+        "addresses",
+        ADDRESSES,
+        [("a1", "1 Elm", "Oslo"), ("a2", "2 Oak", "Oslo"), ("a3", "3 Ash", "Bergen")],
+    )
+    lake.create(
+        "persons",
+        PERSONS,
+        [
+            ("P1", "Ada", ["a3", "a1", "a2"]),  # list order is kept, not key order
+            ("P2", "Bob", ["a2", "a9"]),  # a9 has no address yet: kept with nulls
+            ("P3", "Cy", []),  # an empty list still gives a row
+            ("P4", "Di", None),  # so does a null list
+            ("P5", "Ed", ["a1", "a1", "a2"]),  # keep: every occurrence
+            ("P6", "Flo", ["a3"]),
+        ],
+    )
+    spec = spec_of(lake)
+    summary, _ = run(lake, spec)
+    assert summary.metrics()["composite_rows_rebuilt"] == 9
+    assert lists(lake, spec) == {
+        "P1": [("a3", "3 Ash"), ("a1", "1 Elm"), ("a2", "2 Oak")],
+        "P2": [("a2", "2 Oak"), ("a9", None)],
+        "P3": [],
+        "P4": [],
+        "P5": [("a1", "1 Elm"), ("a1", "1 Elm"), ("a2", "2 Oak")],
+        "P6": [("a3", "3 Ash")],
+    }
+
+    # A right update reaches every list holding that key, and only those; a right insert fills
+    # the element that waited for it; a list that gains an element is re-joined.
+    lake.upsert("addresses", "address_id", [("a1", "1 Elm St", "Oslo"), ("a9", "9 Yew", "Oslo")])
+    lake.upsert("persons", "person_id", [("P3", "Cy", ["a3"])])
+    summary, changed = run(lake, spec)
+    assert changed == {"update_postimage": {"P1", "P2", "P3", "P5"}}
+    after = lists(lake, spec)
+    assert after["P1"] == [("a3", "3 Ash"), ("a1", "1 Elm St"), ("a2", "2 Oak")]
+    assert after["P2"] == [("a2", "2 Oak"), ("a9", "9 Yew")]
+    assert after["P3"] == [("a3", "3 Ash")]
+    assert after["P5"] == [("a1", "1 Elm St"), ("a1", "1 Elm St"), ("a2", "2 Oak")]
+
+    # A right delete nulls that element everywhere; a left delete deletes the row; a change to
+    # other columns is carried through without re-joining; a reorder is a list change.
+    lake.delete("addresses", "address_id", ["a2"])
+    lake.delete("persons", "person_id", ["P4"])
+    lake.upsert("persons", "person_id", [("P6", "Flora", ["a3"]), ("P5", "Ed", ["a2", "a1", "a1"])])
+    summary, changed = run(lake, spec)
+    assert changed == {"update_postimage": {"P1", "P2", "P5", "P6"}, "delete": {"P4"}}
+    metrics = summary.metrics()
+    assert metrics["left_rows_carried"] == 1  # P6: only its name changed
+    assert metrics["composite_rows_rebuilt"] == 3 + 2 + 3  # P1, P2, P5; none of P6's
+    after = lists(lake, spec)
+    assert "P4" not in after
+    assert after["P1"] == [("a3", "3 Ash"), ("a1", "1 Elm St"), ("a2", None)]
+    assert after["P2"] == [("a2", None), ("a9", "9 Yew")]
+    assert after["P5"] == [("a2", None), ("a1", "1 Elm St"), ("a1", "1 Elm St")]
+    assert {r["person_id"]: r["name"] for r in output_rows(lake, spec, VIEW)}["P6"] == "Flora"
+
+    # A re-insert fills the element again, everywhere; nothing else is written.
+    lake.upsert("addresses", "address_id", [("a2", "2 Oak Rd", "Oslo")])
+    summary, changed = run(lake, spec)
+    assert changed == {"update_postimage": {"P1", "P2", "P5"}}
+    assert lists(lake, spec)["P2"] == [("a2", "2 Oak Rd"), ("a9", "9 Yew")]
+    assert summary.unchanged_skipped == 0
+
+
+def test_duplicates_drop_keeps_the_first_occurrence_and_long_lists_work(lake):
+    lake.create("addresses", ADDRESSES, [(f"a{i}", f"{i} Main", "Oslo") for i in range(0, 3000, 2)])
+    long_list = [f"a{i}" for i in reversed(range(3000))]  # 3000 elements, half of them unmatched
+    lake.create(
+        "persons",
+        PERSONS,
+        [("P1", "Ada", ["a2", "a4", "a2", "a6", "a4"]), ("P2", "Bob", long_list), ("P3", "Cy", ["a8"])],
+    )
+    spec = spec_of(lake, duplicates="drop")
+    run(lake, spec)
+    after = lists(lake, spec)
+    assert after["P1"] == [("a2", "2 Main"), ("a4", "4 Main"), ("a6", "6 Main")]
+    assert [e for e, _ in after["P2"]] == long_list
+    assert after["P2"][0] == ("a2999", None) and after["P2"][1] == ("a2998", "2998 Main")
+
+    # Under drop, removing a duplicate changes nothing; a reorder does. One address in the middle
+    # of the long list changes: only the lists holding it are rewritten.
+    lake.upsert("persons", "person_id", [("P1", "Ada", ["a2", "a4", "a6"]), ("P3", "Cy", ["a8", "a8", "a6"])])
+    lake.upsert("addresses", "address_id", [("a1500", "1500 Main St", "Oslo")])
+    summary, changed = run(lake, spec)
+    assert changed == {"update_postimage": {"P2", "P3"}}
+    assert summary.metrics()["left_rows_carried"] == 1  # P1: same list once duplicates are dropped
+    after = lists(lake, spec)
+    assert after["P3"] == [("a8", "8 Main"), ("a6", "6 Main")]
+    assert after["P2"][1499] == ("a1500", "1500 Main St")

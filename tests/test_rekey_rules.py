@@ -1,0 +1,143 @@
+"""Truth tables of rekey on real Delta tables (DESIGN §1, issue 3).
+
+merchants(merchant_id, display_name, country, photo_url) re-keyed by display_name, carrying
+country. After every batch the output must equal the plain-Python oracle at the pinned
+versions, and the output's change feed must hold exactly the derived rows the rules say.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from lakejoin.batches import BatchStatus
+from lakejoin.errors import KeyConflictError
+from lakejoin.runner import batch_store
+from tests.lakehouse import MASTERS, output_rows, rekey_oracle, run_and_watch, write_spec
+
+pytestmark = pytest.mark.scenario
+
+VIEW = "merchants_by_name"
+
+
+def spec_of(lake, settings: str = ""):
+    views = f"""\
+  {VIEW}:
+    rekey: {{source: merchants, key: display_name, columns: [country]{settings}}}
+"""
+    return write_spec(lake, {"merchants": "merchant_id"}, views)
+
+
+def run(lake, spec, **kwargs: Any):
+    """One batch; returns its summary and the output's change rows as (change, name, merchant)."""
+    summary, rows = run_and_watch(lake, spec, VIEW, **kwargs)
+    changed = {(r["_change_type"], r["display_name"], r["merchant_id"]) for r in rows}
+    assert output_rows(lake, spec, VIEW) == rekey_oracle(lake, spec, VIEW)
+    return summary, changed
+
+
+def table(lake, spec) -> dict[str, tuple[str, str]]:
+    """display_name -> (merchant_id, country)."""
+    return {r["display_name"]: (r["merchant_id"], r["country"]) for r in output_rows(lake, spec, VIEW)}
+
+
+def test_rekey_rules_under_fail(lake):
+    lake.create(
+        "merchants",
+        MASTERS,
+        [("m1", "Acme", "NO", "a.png"), ("m2", "Bolt", "SE", "b.png"), ("m3", None, "DK", "c.png")],
+    )
+    spec = spec_of(lake)
+    summary, _ = run(lake, spec)
+    assert table(lake, spec) == {"Acme": ("m1", "NO"), "Bolt": ("m2", "SE")}
+    assert summary.metrics()["null_keys_dropped"] == 1  # m3 has no name
+
+    # v1 -> v2 deletes v1 and writes v2; an update that keeps v (and the chosen columns) writes
+    # nothing; a new master with a null key is dropped and counted.
+    lake.upsert("merchants", "merchant_id", [("m1", "Apex", "NO", "a.png"), ("m2", "Bolt", "SE", "b2.png")])
+    lake.upsert("merchants", "merchant_id", [("m4", None, "FI", "d.png")])
+    summary, changed = run(lake, spec)
+    assert changed == {("delete", "Acme", "m1"), ("insert", "Apex", "m1")}
+    assert summary.metrics()["null_keys_dropped"] == 1
+
+    # Two masters swap their values within one batch.
+    lake.upsert("merchants", "merchant_id", [("m1", "Bolt", "NO", "a.png"), ("m2", "Apex", "SE", "b2.png")])
+    summary, changed = run(lake, spec)
+    assert table(lake, spec) == {"Bolt": ("m1", "NO"), "Apex": ("m2", "SE")}
+    assert changed == {("update_postimage", "Bolt", "m1"), ("update_postimage", "Apex", "m2")}
+
+    # A master delete deletes its derived row; a master that moves to a null key loses its row.
+    lake.delete("merchants", "merchant_id", ["m2"])
+    lake.upsert("merchants", "merchant_id", [("m1", None, "NO", "a.png")])
+    summary, changed = run(lake, spec)
+    assert changed == {("delete", "Apex", "m2"), ("delete", "Bolt", "m1")}
+    assert table(lake, spec) == {}
+
+    # Two masters claiming one derived key: the batch stops before it writes, listing both.
+    lake.upsert("merchants", "merchant_id", [("m1", "Cord", "NO", "a.png"), ("m5", "Cord", "IS", "e.png")])
+    output_before = output_rows(lake, spec, VIEW)
+    with pytest.raises(KeyConflictError) as exc:
+        lake.run(spec, VIEW)
+    message = str(exc.value)
+    assert "display_name='Cord' <- merchant_id ['m1', 'm5']" in message
+    assert "on_conflict: latest" in message and "nothing was written" in message
+    assert output_rows(lake, spec, VIEW) == output_before
+    assert batch_store(lake.spark, spec).last(VIEW).status is BatchStatus.ABANDONED
+
+    # Once the data is fixed the next run goes on, incrementally, from the last commit.
+    lake.upsert("merchants", "merchant_id", [("m5", "Dune", "IS", "e.png")])
+    summary, changed = run(lake, spec)
+    assert summary.mode.value == "incremental"
+    assert changed == {("insert", "Cord", "m1"), ("insert", "Dune", "m5")}
+
+
+def test_rekey_latest_keeps_the_master_changed_last_and_reports_it(lake):
+    lake.create("merchants", MASTERS, [("m1", "Acme", "NO", "a.png")])
+    spec = spec_of(lake, ", on_conflict: latest")
+    run(lake, spec)
+
+    # m2 claims Acme later than m1: m2 wins, and the batch reports the conflict.
+    lake.upsert("merchants", "merchant_id", [("m2", "Acme", "SE", "b.png")])
+    summary, changed = run(lake, spec)
+    assert table(lake, spec) == {"Acme": ("m2", "SE")}
+    assert summary.metrics()["conflicts"] == 1
+    assert "display_name='Acme' <- merchant_id ['m1', 'm2']" in summary.notes["conflicts"]
+
+    # m1 changes after m2 (even a column the view does not carry): m1 is now the latest. Two
+    # masters claiming one key in the same commit: the greatest master key wins.
+    lake.upsert("merchants", "merchant_id", [("m1", "Acme", "NO", "a2.png")])
+    lake.upsert("merchants", "merchant_id", [("m3", "Cord", "DK", "c.png"), ("m4", "Cord", "FI", "d.png")])
+    summary, changed = run(lake, spec)
+    assert table(lake, spec) == {"Acme": ("m1", "NO"), "Cord": ("m4", "FI")}
+    assert summary.metrics()["conflicts"] == 2
+
+    # The winner leaves: the other claimant takes the key over, from the index, without a rescan.
+    lake.delete("merchants", "merchant_id", ["m1", "m4"])
+    summary, changed = run(lake, spec)
+    assert table(lake, spec) == {"Acme": ("m2", "SE"), "Cord": ("m3", "DK")}
+    assert summary.metrics()["conflicts"] == 0
+
+    # A full refresh derives the same table from the master's history: it writes nothing.
+    summary, changed = run(lake, spec, full_refresh=True)
+    assert changed == set()
+
+
+def test_rekey_without_unique_gives_one_row_per_master(lake):
+    lake.create("merchants", MASTERS, [("m1", "Acme", "NO", "a.png"), ("m2", "Acme", "SE", "b.png")])
+    spec = spec_of(lake, ", unique: false")
+    run(lake, spec)
+    assert {(r["display_name"], r["merchant_id"]) for r in output_rows(lake, spec, VIEW)} == {
+        ("Acme", "m1"),
+        ("Acme", "m2"),
+    }
+
+    lake.upsert("merchants", "merchant_id", [("m1", "Bolt", "NO", "a.png"), ("m3", "Acme", "DK", "c.png")])
+    lake.delete("merchants", "merchant_id", ["m2"])
+    summary, changed = run(lake, spec)
+    assert changed == {
+        ("delete", "Acme", "m1"),
+        ("insert", "Bolt", "m1"),
+        ("delete", "Acme", "m2"),
+        ("insert", "Acme", "m3"),
+    }
