@@ -1,6 +1,6 @@
 """`make demo`: a small marketplace in ./lakehouse, maintained by the Airflow DAG batch by batch.
 
-1. create products -> merchants as Delta tables (CDF on);
+1. create products, merchants, persons and addresses as Delta tables (CDF on);
 2. run the pipeline's DAG with `airflow dags test` (the first batch loads every key);
 3. commit a few realistic change batches, running the DAG again after each;
 4. print the output tables and where the batch records and reports are.
@@ -39,6 +39,17 @@ def airflow(*args: str) -> None:
     console.print(f"[green]ok[/] airflow {' '.join(args)} ({time.monotonic() - started:.0f} s)")
 
 
+def cell(value: object) -> str:
+    """A table cell: lists of joined rows as `a1 Keizersgracht 1 Amsterdam; ...`."""
+    if value is None:
+        return "∅"
+    if isinstance(value, list):
+        return "; ".join(cell(item) for item in value) or "[]"
+    if hasattr(value, "asDict"):
+        return " ".join(cell(v) for v in value.asDict().values())
+    return str(value)
+
+
 def show(spark, spec, view: str) -> None:  # noqa: ANN001
     frame = spark.read.format("delta").load(spec.views[view].path)
     rows = frame.orderBy(frame.columns[0]).collect()
@@ -46,7 +57,7 @@ def show(spark, spec, view: str) -> None:  # noqa: ANN001
     for column in frame.columns:
         table.add_column(column)
     for row in rows:
-        table.add_row(*["∅" if v is None else str(v) for v in row])
+        table.add_row(*[cell(v) for v in row])
     console.print(table)
 
 
@@ -66,7 +77,9 @@ def main() -> None:
     spec = load_spec(SPEC)
     spark = spark_session(spec.spark)
     create_marketplace(spark, str(LAKEHOUSE))
-    console.print("5 merchants, 20 products (one without a merchant)")
+    console.print(
+        "5 merchants, 20 products (one without a merchant), 5 persons with lists of addresses, 5 addresses"
+    )
 
     step("2. preparing Airflow's metadata DB and running the DAG (first batch: every key)")
     airflow("db", "migrate")

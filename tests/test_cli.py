@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lakejoin.cli import main
-from tests.lakehouse import MERCHANTS, PRODUCTS
+from tests.lakehouse import ADDRESSES, MASTERS, MERCHANTS, PERSONS, PRODUCTS, write_spec
 
 pytestmark = pytest.mark.e2e
 
@@ -35,11 +35,12 @@ def test_run_summarises_and_status_shows_lag(lake, capsys, monkeypatch):
 
     assert main(["run", spec_file, "--view", "display_products"]) == 0
     run = _table_row(capsys.readouterr().out, "display_products")
-    # view, batch, mode, outcome, versions read, changed keys, affected, ins, upd, del, unchanged
+    # view, batch, mode, outcome, versions read, changed keys, affected, ins, upd, del, unchanged,
+    # view kind
     assert run[1:4] == ["2", "incremental", "committed"]
     assert run[4] == "merchants 2..2, products 2..2"
     assert run[5] == "products 1, merchants 1"
-    assert run[6:] == ["3", "0", "2", "0", "1"]
+    assert run[6:] == ["3", "0", "2", "0", "1", "-"]
     assert lake.output(spec) == lake.expected(spec)
 
     assert main(["status", spec_file]) == 0
@@ -54,3 +55,29 @@ def test_a_user_error_is_one_message_and_exit_2(lake, capsys):
     out = capsys.readouterr().out
     assert "unknown view(s) ['nope']" in out and "use one of: display_products" in out
     assert "Traceback" not in out
+
+
+def test_run_reports_composite_rows_rebuilt_and_conflicts(lake, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "260")
+    lake.create("persons", PERSONS, [("P1", "Ada", ["a1", "a2"]), ("P2", "Bob", ["a2"])])
+    lake.create("addresses", ADDRESSES, [("a1", "1 Elm", "Oslo"), ("a2", "2 Oak", "Oslo")])
+    lake.create("merchants", MASTERS, [("m1", "Acme", "NO", "a.png")])
+    views = """\
+  person_addresses:
+    list_join: {left: persons, list: address_ids, right: addresses, into: addresses}
+  merchants_by_name:
+    rekey: {source: merchants, key: display_name, on_conflict: latest}
+"""
+    write_spec(lake, {"persons": "person_id", "addresses": "address_id", "merchants": "merchant_id"}, views)
+    spec_file = str(lake.root / "lake.yaml")
+    assert main(["run", spec_file]) == 0
+    out = capsys.readouterr().out
+    assert _table_row(out, "person_addresses")[-1] == "composite rows rebuilt 3, carried without re-join 0"
+
+    lake.upsert("addresses", "address_id", [("a1", "1 Elm St", "Oslo")])
+    lake.upsert("merchants", "merchant_id", [("m2", "Acme", "SE", "b.png")])
+    assert main(["run", spec_file]) == 0
+    out = capsys.readouterr().out
+    assert _table_row(out, "person_addresses")[-1] == "composite rows rebuilt 2, carried without re-join 0"
+    assert _table_row(out, "merchants_by_name")[-1] == "null keys dropped 0, conflicts 1"
+    assert "merchants_by_name: conflicts 1 derived key(s) claimed by several masters" in " ".join(out.split())

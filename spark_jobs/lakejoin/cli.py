@@ -102,6 +102,7 @@ def summary_table(summaries: list) -> Table:  # noqa: ANN001 - list[BatchSummary
         "updated",
         "deleted",
         "unchanged skipped",
+        "view kind",
     ):
         table.add_column(
             column,
@@ -135,8 +136,22 @@ def summary_table(summaries: list) -> Table:  # noqa: ANN001 - list[BatchSummary
             str(s.updated),
             str(s.deleted),
             str(s.unchanged_skipped),
+            kind_details(s.kind_metrics),
         )
     return table
+
+
+KIND_METRICS = {
+    "composite_rows_rebuilt": "composite rows rebuilt",
+    "left_rows_carried": "carried without re-join",
+    "conflicts": "conflicts",
+    "null_keys_dropped": "null keys dropped",
+}
+
+
+def kind_details(metrics: dict[str, int]) -> str:
+    """The view kind's own counts, for the summary (composite rows rebuilt, conflicts...)."""
+    return ", ".join(f"{KIND_METRICS.get(k, k)} {n}" for k, n in metrics.items()) or "-"
 
 
 def _status(console: Console, spec: PipelineSpec) -> int:

@@ -1,4 +1,5 @@
-"""The demo marketplace: products -> merchants, and a few realistic change batches.
+"""The demo marketplace: products -> merchants, persons -> addresses, and a few realistic
+change batches.
 
 Used by `make demo` and by the end-to-end tests.
 """
@@ -14,6 +15,28 @@ if TYPE_CHECKING:
 
 MERCHANTS = "merchant_id STRING, display_name STRING, photo_url STRING, country STRING"
 PRODUCTS = "product_id STRING, title STRING, price DECIMAL(10,2), merchant_id STRING, updated_at TIMESTAMP"
+PERSONS = "person_id STRING, name STRING, address_ids ARRAY<STRING>"
+ADDRESSES = "address_id STRING, street STRING, city STRING"
+
+
+def persons() -> list[tuple]:
+    return [
+        ("u1", "Ada", ["a1", "a2"]),
+        ("u2", "Bram", ["a3"]),
+        ("u3", "Cato", ["a2", "a4", "a2"]),  # a duplicate: the view drops it
+        ("u4", "Dirk", []),
+        ("u5", "Eva", ["a5", "a9"]),  # a9 is not an address (yet)
+    ]
+
+
+def addresses() -> list[tuple]:
+    return [
+        ("a1", "Keizersgracht 1", "Amsterdam"),
+        ("a2", "Unter den Linden 2", "Berlin"),
+        ("a3", "Coolsingel 3", "Rotterdam"),
+        ("a4", "Zeil 4", "Frankfurt"),
+        ("a5", "Neude 5", "Utrecht"),
+    ]
 
 
 def merchants() -> list[tuple]:
@@ -109,6 +132,11 @@ def _fk_move_and_rename(spark: SparkSession, root: str) -> None:
     _products_update(spark, root, {"p03": {"merchant_id": "m2"}, "p20": {"merchant_id": "m4"}})
     rows = [("m2", "Bolt & Nut Co.", "https://img.example/m2-new.png", "NL")]
     _merge(spark, f"{root}/merchants", "merchant_id", rows, MERCHANTS)
+    # An address is corrected (every list holding it follows); a person moves house; the
+    # missing address arrives.
+    rows = [("a2", "Unter den Linden 2a", "Berlin"), ("a9", "Domplein 9", "Utrecht")]
+    _merge(spark, f"{root}/addresses", "address_id", rows, ADDRESSES)
+    _merge(spark, f"{root}/persons", "person_id", [("u2", "Bram", ["a3", "a1"])], PERSONS)
 
 
 def _deletes(spark: SparkSession, root: str) -> None:
@@ -117,21 +145,37 @@ def _deletes(spark: SparkSession, root: str) -> None:
 
     DeltaTable.forPath(spark, f"{root}/merchants").delete(F.col("merchant_id") == "m5")
     DeltaTable.forPath(spark, f"{root}/products").delete(F.col("product_id").isin("p04", "p09"))
+    DeltaTable.forPath(spark, f"{root}/addresses").delete(F.col("address_id") == "a4")
+    DeltaTable.forPath(spark, f"{root}/persons").delete(F.col("person_id") == "u4")
+    # A new merchant registers under a name already taken: merchants_by_name keeps the latest
+    # and reports the conflict.
+    rows = [("m6", "Acme Tools", "https://img.example/m6.png", "BE")]
+    _merge(spark, f"{root}/merchants", "merchant_id", rows, MERCHANTS)
 
 
 CHANGE_BATCHES = [
     ChangeBatch("price updates of three products", _price_updates),
     ChangeBatch(
-        "a product moves to another merchant, another gets one, and a merchant is renamed",
+        "a product moves to another merchant, another gets one, a merchant is renamed; "
+        "an address is corrected, one arrives, and a person moves",
         _fk_move_and_rename,
     ),
-    ChangeBatch("merchant m5 closes (deleted) and two products are delisted", _deletes),
+    ChangeBatch(
+        "merchant m5 closes and two products are delisted; an address and a person are deleted; "
+        "a new merchant takes an existing name",
+        _deletes,
+    ),
 ]
 
 
 def create_marketplace(spark: SparkSession, root: str) -> None:
-    """Write the merchants and products tables (CDF on) under `root`."""
-    for name, schema, rows in (("merchants", MERCHANTS, merchants()), ("products", PRODUCTS, products())):
+    """Write the merchants, products, persons and addresses tables (CDF on) under `root`."""
+    for name, schema, rows in (
+        ("merchants", MERCHANTS, merchants()),
+        ("products", PRODUCTS, products()),
+        ("persons", PERSONS, persons()),
+        ("addresses", ADDRESSES, addresses()),
+    ):
         (
             spark.createDataFrame(rows, schema)
             .write.format("delta")
