@@ -134,8 +134,8 @@ def _fk_move_and_rename(spark: SparkSession, root: str) -> None:
     _merge(spark, f"{root}/merchants", "merchant_id", rows, MERCHANTS)
     # An address is corrected (every list holding it follows); a person moves house; the
     # missing address arrives.
-    rows = [("a2", "Unter den Linden 2a", "Berlin"), ("a9", "Domplein 9", "Utrecht")]
-    _merge(spark, f"{root}/addresses", "address_id", rows, ADDRESSES)
+    fixed = [("a2", "Unter den Linden 2a", "Berlin"), ("a9", "Domplein 9", "Utrecht")]
+    _merge(spark, f"{root}/addresses", "address_id", fixed, ADDRESSES)
     _merge(spark, f"{root}/persons", "person_id", [("u2", "Bram", ["a3", "a1"])], PERSONS)
 
 
