@@ -31,7 +31,7 @@ demo: install
 	$(BIN)/python scripts/demo.py
 
 test: install lint
-	$(BIN)/python -m pytest -p no:cacheprovider --durations=15 -n 2 --dist loadfile
+	$(BIN)/python -m pytest -p no:cacheprovider --durations=15 -n 2 --dist worksteal
 
 test-fast: install
 	$(BIN)/python -m pytest -p no:cacheprovider -m "unit"
