@@ -1,6 +1,7 @@
 """lakejoin pipelines: one DAG per spec in `pipelines/` (or `$LAKEJOIN_PIPELINES_DIR`).
 
-Each view is one task that runs one batch of that view with Spark: it reads the changes of the
+Each view is one task that runs one batch of that view with Spark, after the tasks of the views
+it reads: it reads the changes of the
 view's sources since its last committed batch, recomputes the affected keys, MERGEs them into
 the view's Delta table, checks the batch with Great Expectations and commits it. A run with no
 new source versions is a cheap no-op.
@@ -73,8 +74,15 @@ def pipeline_dag(spec_file: Path, spec: PipelineSpec):  # noqa: ANN201 - an Airf
         },
     )
     def pipeline() -> None:
+        # A view that reads other views runs after them, as `lakejoin run` does. It still runs
+        # when they were skipped (not selected in the trigger form), never after one failed.
+        tasks = {}
         for view in spec.view_order():
-            task(task_id=view, retries=0)(run_batch)(str(spec_file), view)
+            tasks[view] = task(task_id=view, retries=0, trigger_rule="none_failed")(run_batch)(
+                str(spec_file), view
+            )
+            for upstream in spec.upstream_views(view):
+                tasks[upstream] >> tasks[view]
 
     return pipeline()
 

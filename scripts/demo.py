@@ -1,6 +1,7 @@
 """`make demo`: a small marketplace in ./lakehouse, maintained by the Airflow DAG batch by batch.
 
-1. create products, merchants, persons and addresses as Delta tables (CDF on);
+1. create products, merchants, persons, addresses, purchases and favourites as Delta tables
+   (CDF on);
 2. run the pipeline's DAG with `airflow dags test` (the first batch loads every key);
 3. commit a few realistic change batches, running the DAG again after each;
 4. print the output tables and where the batch records and reports are.
@@ -78,7 +79,8 @@ def main() -> None:
     spark = spark_session(spec.spark)
     create_marketplace(spark, str(LAKEHOUSE))
     console.print(
-        "5 merchants, 20 products (one without a merchant), 5 persons with lists of addresses, 5 addresses"
+        "5 merchants, 20 products (one without a merchant), 5 persons with lists of addresses, "
+        "5 addresses, 10 purchases, 4 lists of favourite products"
     )
 
     step("2. preparing Airflow's metadata DB and running the DAG (first batch: every key)")

@@ -58,6 +58,15 @@ def deletes(table: str, keys: tuple[str, ...]) -> st.SearchStrategy[Step]:
     )
 
 
+CHECKS_EVERY = 3  # Great Expectations runs on batches 0 and 3; every batch is compared
+BATCHES = 4  # after the first, full batch: five batches in all
+
+
+def batches(steps: st.SearchStrategy[Step]) -> st.SearchStrategy[tuple]:
+    """BATCHES batches of one to three commits each."""
+    return st.lists(st.lists(steps, min_size=1, max_size=3).map(tuple), min_size=BATCHES, max_size=BATCHES)
+
+
 def apply(lake: Lakehouse, step: Step, keys: dict[str, str]) -> None:
     if step.kind == "upsert":
         lake.upsert(step.table, keys[step.table], list(step.rows))

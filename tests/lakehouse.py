@@ -170,8 +170,8 @@ def list_join_oracle(lake: Lakehouse, spec: PipelineSpec, view: str) -> list[dic
     join = spec.views[view].list_join
     left, right = spec.sources[join.left], spec.sources[join.right]
     versions = pinned(lake, spec, view)
-    left_rows = lake.rows_at(join.left, versions[left.name])
-    right_rows = lake.rows_at(join.right, versions[right.name])
+    left_rows = source_rows(lake, spec, left.name, versions[left.name])
+    right_rows = source_rows(lake, spec, right.name, versions[right.name])
     columns = list(join.right_columns or [c for c in right_rows[0] if c != right.key]) if right_rows else []
     if not right_rows and not join.right_columns:
         columns = [
@@ -258,3 +258,41 @@ def run_and_watch(
         return summary, []
     rows = lake.output_changes(spec, before + 1, view)
     return summary, [r for r in rows if r["_change_type"] != "update_preimage"]
+
+
+# --- enrich and views that read views -----------------------------------------------------
+
+PURCHASES = "purchase_id STRING, customer_id STRING, product_id STRING, qty INT"
+CUSTOMERS = "customer_id STRING, name STRING, country STRING"
+ITEMS = "product_id STRING, title STRING, price DOUBLE"
+
+
+def source_rows(lake: Lakehouse, spec: PipelineSpec, source: str, version: int) -> list[dict]:
+    """A source (a table, or another view's output) as it was at `version`."""
+    path = spec.sources[source].path
+    frame = lake.spark.read.format("delta").option("versionAsOf", version).load(path)
+    return [r.asDict(recursive=True) for r in frame.collect()]
+
+
+def enrich_oracle(lake: Lakehouse, spec: PipelineSpec, view: str) -> list[dict]:
+    """A propagate enrich recomputed in plain Python at the last committed pins."""
+    enrich = spec.views[view].enrich
+    versions = pinned(lake, spec, view)
+    facts = source_rows(lake, spec, enrich.fact, versions[enrich.fact])
+    out = [dict(f) for f in facts]
+    for d in enrich.dimensions:
+        key = spec.sources[d.table].key
+        rows = source_rows(lake, spec, d.table, versions[d.table])
+        path = spec.sources[d.table].path
+        columns = list(
+            d.columns or [c for c in lake.spark.read.format("delta").load(path).columns if c != key]
+        )
+        by_key = {r[key]: r for r in rows}
+        kept = []
+        for row in out:
+            match = by_key.get(row[d.fk]) if row[d.fk] is not None else None
+            if match is None and d.how is JoinHow.INNER:
+                continue
+            kept.append({**row, **{d.prefix + c: (match[c] if match else None) for c in columns}})
+        out = kept
+    return sorted(out, key=lambda r: tuple(str(v) for v in r.values()))

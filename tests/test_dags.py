@@ -82,6 +82,35 @@ def test_dag_files_import_without_spark(airflow_home):
     assert lines[-1] == "[]"
 
 
+def test_a_view_reading_a_view_runs_after_it(airflow_home):
+    """Tasks are wired by the views' reads; a skipped upstream does not skip its readers."""
+    chain = airflow_home / "pipelines" / "chain.yaml"
+    chain.write_text(
+        marketplace_spec(airflow_home).replace("pipeline: market", "pipeline: chain")
+        + "  names:\n    rekey: {source: listed_products, key: name, columns: [merchant_display_name]}\n"
+        + "  cheap_names:\n    rekey: {source: names, key: merchant_display_name, unique: false}\n"
+    )
+    probe = (
+        "from airflow.dag_processing.dagbag import DagBag\n"
+        f"bag = DagBag(dag_folder={str(REPO / 'dags')!r})\n"
+        "assert not bag.import_errors, bag.import_errors\n"
+        "dag = bag.dags['lakejoin_chain']\n"
+        "for t in sorted(dag.task_ids):\n"
+        "    print(t, sorted(dag.get_task(t).upstream_task_ids), dag.get_task(t).trigger_rule.value)\n"
+    )
+    try:
+        result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=os.environ)
+    finally:
+        chain.unlink()
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines()[-4:] == [
+        "cheap_names ['names'] none_failed",
+        "display_products [] none_failed",
+        "listed_products [] none_failed",
+        "names ['listed_products'] none_failed",
+    ]
+
+
 def test_a_broken_spec_is_an_import_error_naming_the_line(airflow_home):
     broken = airflow_home / "pipelines" / "broken.yaml"
     broken.write_text(marketplace_spec(airflow_home).replace("how: inner", "how: outer"))

@@ -16,7 +16,16 @@ import pytest
 from hypothesis import given, note
 from hypothesis import strategies as st
 
-from tests.histories import Step, apply, deletes, example_lake, examples, rows_of, upserts
+from tests.histories import (
+    CHECKS_EVERY,
+    apply,
+    batches,
+    deletes,
+    example_lake,
+    examples,
+    rows_of,
+    upserts,
+)
 from tests.lakehouse import (
     ADDRESSES,
     MASTERS,
@@ -30,18 +39,11 @@ from tests.lakehouse import (
 
 pytestmark = pytest.mark.property
 
-CHECKS_EVERY = 3
-BATCHES = 4  # after the first, full batch: five batches in all
-
 PERSON_KEYS = tuple(f"P{i}" for i in range(6))
 ADDRESS_KEYS = tuple(f"a{i}" for i in range(5))
 ELEMENTS = (*ADDRESS_KEYS, "a9")  # a9 is never an address: an element that stays unmatched
 MERCHANT_KEYS = tuple(f"m{i}" for i in range(6))
 KEYS = {"persons": "person_id", "addresses": "address_id", "merchants": "merchant_id"}
-
-
-def batches(steps: st.SearchStrategy[Step]) -> st.SearchStrategy[tuple]:
-    return st.lists(st.lists(steps, min_size=1, max_size=3).map(tuple), min_size=BATCHES, max_size=BATCHES)
 
 
 def run_history(lake: Lakehouse, spec, view: str, history: tuple, oracle) -> None:  # noqa: ANN001

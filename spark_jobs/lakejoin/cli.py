@@ -57,10 +57,11 @@ def _run(
     from lakejoin.runner import Phase, run_view
     from lakejoin.session import spark_session
 
-    names = views or spec.view_order()
-    unknown = [v for v in names if v not in spec.views]
+    unknown = [v for v in views or [] if v not in spec.views]
     if unknown:
         raise spec.error("views", f"unknown view(s) {unknown}", f"use one of: {', '.join(spec.views)}")
+    # Views that read views run after them, whatever order they were named in.
+    names = [v for v in spec.view_order() if not views or v in views]
     with console.status("starting Spark"):
         spark = spark_session(spec.spark)
     summaries = []
@@ -146,6 +147,9 @@ KIND_METRICS = {
     "left_rows_carried": "carried without re-join",
     "conflicts": "conflicts",
     "null_keys_dropped": "null keys dropped",
+    "fanout_facts": "facts reached by dimension changes",
+    "fanout_permille": "fan-out \u2030",
+    "full_recompute": "full recompute",
 }
 
 

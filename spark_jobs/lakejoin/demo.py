@@ -1,4 +1,5 @@
-"""The demo marketplace: products -> merchants, persons -> addresses, and a few realistic
+"""The demo marketplace: products -> merchants, persons -> addresses, purchases enriched with
+their buyer and their product as displayed, persons' favourite products, and a few realistic
 change batches.
 
 Used by `make demo` and by the end-to-end tests.
@@ -17,6 +18,25 @@ MERCHANTS = "merchant_id STRING, display_name STRING, photo_url STRING, country 
 PRODUCTS = "product_id STRING, title STRING, price DECIMAL(10,2), merchant_id STRING, updated_at TIMESTAMP"
 PERSONS = "person_id STRING, name STRING, address_ids ARRAY<STRING>"
 ADDRESSES = "address_id STRING, street STRING, city STRING"
+PURCHASES = "purchase_id STRING, person_id STRING, product_id STRING, qty INT"
+FAVOURITES = "person_id STRING, product_ids ARRAY<STRING>"
+
+
+def purchases() -> list[tuple]:
+    # o09 buys a product that is not listed yet; o10's buyer is unknown.
+    bought = [("u1", "p01"), ("u1", "p02"), ("u2", "p07"), ("u3", "p03"), ("u3", "p12"), ("u5", "p20")]
+    rows = [(f"o{i + 1:02d}", person, product, 1 + i % 3) for i, (person, product) in enumerate(bought)]
+    return [
+        *rows,
+        ("o07", "u2", "p05", 1),
+        ("o08", "u5", "p18", 2),
+        ("o09", "u1", "p21", 1),
+        ("o10", "u9", "p11", 1),
+    ]
+
+
+def favourites() -> list[tuple]:
+    return [("u1", ["p02", "p03"]), ("u2", ["p07"]), ("u3", ["p12", "p21", "p03"]), ("u5", [])]
 
 
 def persons() -> list[tuple]:
@@ -128,6 +148,15 @@ def _price_updates(spark: SparkSession, root: str) -> None:
     )
 
 
+def _products_update_new(spark: SparkSession, root: str, rows: list[tuple]) -> None:
+    from datetime import datetime
+    from decimal import Decimal
+
+    stamp = datetime(2026, 11, 21)
+    typed = [(key, title, Decimal(price), merchant, stamp) for key, title, price, merchant in rows]
+    _merge(spark, f"{root}/products", "product_id", typed, PRODUCTS)
+
+
 def _fk_move_and_rename(spark: SparkSession, root: str) -> None:
     _products_update(spark, root, {"p03": {"merchant_id": "m2"}, "p20": {"merchant_id": "m4"}})
     rows = [("m2", "Bolt & Nut Co.", "https://img.example/m2-new.png", "NL")]
@@ -137,6 +166,9 @@ def _fk_move_and_rename(spark: SparkSession, root: str) -> None:
     fixed = [("a2", "Unter den Linden 2a", "Berlin"), ("a9", "Domplein 9", "Utrecht")]
     _merge(spark, f"{root}/addresses", "address_id", fixed, ADDRESSES)
     _merge(spark, f"{root}/persons", "person_id", [("u2", "Bram", ["a3", "a1"])], PERSONS)
+    # The product o09 bought gets listed; o04 changes to another product.
+    _products_update_new(spark, root, [("p21", "teacup", "3.50", "m3")])
+    _merge(spark, f"{root}/purchases", "purchase_id", [("o04", "u3", "p06", 2)], PURCHASES)
 
 
 def _deletes(spark: SparkSession, root: str) -> None:
@@ -147,6 +179,7 @@ def _deletes(spark: SparkSession, root: str) -> None:
     DeltaTable.forPath(spark, f"{root}/products").delete(F.col("product_id").isin("p04", "p09"))
     DeltaTable.forPath(spark, f"{root}/addresses").delete(F.col("address_id") == "a4")
     DeltaTable.forPath(spark, f"{root}/persons").delete(F.col("person_id") == "u4")
+    DeltaTable.forPath(spark, f"{root}/purchases").delete(F.col("purchase_id") == "o10")
     # A new merchant registers under a name already taken: merchants_by_name keeps the latest
     # and reports the conflict.
     rows = [("m6", "Acme Tools", "https://img.example/m6.png", "BE")]
@@ -157,24 +190,27 @@ CHANGE_BATCHES = [
     ChangeBatch("price updates of three products", _price_updates),
     ChangeBatch(
         "a product moves to another merchant, another gets one, a merchant is renamed; "
-        "an address is corrected, one arrives, and a person moves",
+        "an address is corrected, one arrives, and a person moves; a product is listed and a "
+        "purchase changes product",
         _fk_move_and_rename,
     ),
     ChangeBatch(
         "merchant m5 closes and two products are delisted; an address and a person are deleted; "
-        "a new merchant takes an existing name",
+        "a new merchant takes an existing name; a purchase is cancelled",
         _deletes,
     ),
 ]
 
 
 def create_marketplace(spark: SparkSession, root: str) -> None:
-    """Write the merchants, products, persons and addresses tables (CDF on) under `root`."""
+    """Write the demo's tables (CDF on) under `root`."""
     for name, schema, rows in (
         ("merchants", MERCHANTS, merchants()),
         ("products", PRODUCTS, products()),
         ("persons", PERSONS, persons()),
         ("addresses", ADDRESSES, addresses()),
+        ("purchases", PURCHASES, purchases()),
+        ("favourites", FAVOURITES, favourites()),
     ):
         (
             spark.createDataFrame(rows, schema)

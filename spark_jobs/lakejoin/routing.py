@@ -47,10 +47,6 @@ def ensure_index(spark: SparkSession, path: str, left_type: DataType, right_type
     (DeltaTable.createIfNotExists(spark).location(path).addColumns(schema).clusterBy(RIGHT_KEY).execute())
 
 
-def read_index(spark: SparkSession, path: str, version: int) -> DataFrame:
-    return spark.read.format("delta").option("versionAsOf", version).load(path)
-
-
 def update_index(spark: SparkSession, path: str, new_routes: DataFrame, *, full: bool) -> None:
     """Bring the routes of the given left keys up to date (all of them when `full`).
 
@@ -74,3 +70,17 @@ def update_index(spark: SparkSession, path: str, new_routes: DataFrame, *, full:
     if full:
         merge = merge.whenNotMatchedBySourceDelete()
     merge.execute()
+
+
+def refresh_routes(
+    spark: SparkSession, path: str, left_rows: DataFrame, affected: DataFrame | None, left_key: str, fk: str
+) -> None:
+    """Bring the index at `path` in step with `left_rows`, the current rows of the affected left
+    keys (of every left key when `affected` is None); an affected key without a row loses its
+    route."""
+    types = left_rows.schema
+    ensure_index(spark, path, types[left_key].dataType, types[fk].dataType)
+    new_routes = routes(left_rows, left_key, fk)
+    if affected is not None:
+        new_routes = affected.withColumnRenamed(left_key, LEFT_KEY).join(new_routes, on=LEFT_KEY, how="left")
+    update_index(spark, path, new_routes, full=affected is None)

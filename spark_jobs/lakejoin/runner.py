@@ -20,16 +20,16 @@ from typing import TYPE_CHECKING
 from lakejoin import quality
 from lakejoin.batches import BatchMode, BatchRecord, BatchStatus, BatchStore, idempotent
 from lakejoin.changes import net_changes, no_changes, read_change_feed, translate_read_error
-from lakejoin.errors import BatchStateError, KeyConflictError, NullKeyError
+from lakejoin.errors import BatchStateError, KeyConflictError, NullKeyError, SourceError
+from lakejoin.schema_checks import check_view_schemas
 from lakejoin.sink import drift_error, ensure_output, merge_affected, merge_full, replace_output, schema_drift
 from lakejoin.sources import column_types, latest_version, require_change_feed, snapshot
-from lakejoin.spec import PipelineSpec, Source, View, ViewKind, check_view_schemas
-from lakejoin.views.base import STATE, BatchContext, ViewKindLogic
+from lakejoin.spec import PipelineSpec, Source, View, ViewKind
+from lakejoin.views.base import BatchContext, ViewKindLogic
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-ROUTING = STATE
 FAILPOINT = "LAKEJOIN_FAILPOINT"
 
 
@@ -117,8 +117,26 @@ def run_view(
     return batch.summary
 
 
+def recompute_view(spark: SparkSession, spec: PipelineSpec, view_name: str) -> DataFrame:
+    """The whole view recomputed from its sources' current versions, as a lazy DataFrame.
+
+    Nothing is written and no batch is recorded: use it to inspect the Spark plan of a full
+    recompute (`.explain()`), or to compare the output with a from-scratch result.
+
+    >>> recompute_view(spark, spec, "enriched_purchases").explain()   # doctest: +SKIP
+    """
+    view = spec.views[view_name]
+    batch = _Batch(spark, spec, view, lambda phase: None)
+    pinned = {s.name: batch._latest(s) for s in batch.sources}
+    batch._check_inputs(pinned)
+    record = BatchRecord(view_name, 0, BatchStatus.PLANNED, BatchMode.FULL_REFRESH, {}, pinned)
+    ctx = BatchContext(spark, spec, view, record, batch.routing_path)
+    return batch.kind.rebuild(ctx, None).rows
+
+
 def view_logic(spec: PipelineSpec, view: View) -> ViewKindLogic:
     """The logic of the view's kind (fk_join, list_join, rekey)."""
+    from lakejoin.views.enrich import EnrichView
     from lakejoin.views.fk_join import FkJoinView
     from lakejoin.views.list_join import ListJoinView
     from lakejoin.views.rekey import RekeyView
@@ -127,6 +145,7 @@ def view_logic(spec: PipelineSpec, view: View) -> ViewKindLogic:
         ViewKind.FK_JOIN: FkJoinView,
         ViewKind.LIST_JOIN: ListJoinView,
         ViewKind.REKEY: RekeyView,
+        ViewKind.ENRICH: EnrichView,
     }
     return kinds[view.kind](spec, view)
 
@@ -177,12 +196,13 @@ class _Batch:
             start_from, next_id = committed, last.batch_id + 1
         else:
             start_from, next_id = last, (last.batch_id + 1 if last else 1)
-        pinned = {s.name: latest_version(self.spark, s.path, role=self._where(s)) for s in self.sources}
-        pinned[ROUTING] = self._routing_version()
+        pinned = {s.name: self._latest(s) for s in self.sources}
+        pinned.update(self._state_versions())
         start = dict(start_from.pinned_versions) if start_from else {}
         mode = BatchMode.FULL_REFRESH if full_refresh or start_from is None else BatchMode.INCREMENTAL
         self._check_inputs(pinned)
-        if mode is BatchMode.INCREMENTAL and all(pinned[s.name] == start.get(s.name) for s in self.sources):
+        changing = self.kind.change_sources
+        if mode is BatchMode.INCREMENTAL and all(pinned[s.name] == start.get(s.name) for s in changing):
             self.summary.start_versions = start
             self.summary.pinned_versions = pinned
             return None
@@ -204,14 +224,28 @@ class _Batch:
         self.summary.pinned_versions = dict(record.pinned_versions)
         return record
 
-    def _routing_version(self) -> int:
+    def _latest(self, source: Source) -> int:
         from delta.tables import DeltaTable
 
-        if not DeltaTable.isDeltaTable(self.spark, self.routing_path):
-            return -1
-        return latest_version(
-            self.spark, self.routing_path, role=f"{self.kind.state_name} of '{self.view.name}'"
-        )
+        if source.upstream is not None and not DeltaTable.isDeltaTable(self.spark, source.path):
+            raise SourceError(
+                f"it reads view '{source.upstream}', whose output {source.path} does not exist yet",
+                where=f"view '{self.view.name}'",
+                fix=f"run view '{source.upstream}' first (a run of the whole pipeline orders views "
+                "by dependency): lakejoin run SPEC",
+            )
+        return latest_version(self.spark, source.path, role=self._where(source))
+
+    def _state_versions(self) -> dict[str, int]:
+        """The current version of each of the view's state tables (-1: not created yet)."""
+        from delta.tables import DeltaTable
+
+        versions = {}
+        for pin, path in self.kind.state_tables(self.routing_path).items():
+            role = f"{self.kind.state_name} of '{self.view.name}'"
+            exists = DeltaTable.isDeltaTable(self.spark, path)
+            versions[pin] = latest_version(self.spark, path, role=role) if exists else -1
+        return versions
 
     def _check_inputs(self, pinned: dict[str, int]) -> None:
         for source in self.sources:
@@ -230,14 +264,16 @@ class _Batch:
         changes: dict[str, DataFrame] | None = None
         if plan.mode is BatchMode.INCREMENTAL:
             self._enter(Phase.CHANGES)
-            if plan.pinned_versions.get(ROUTING, -1) < 0:
+            if any(
+                plan.pinned_versions.get(pin, -1) < 0 for pin in self.kind.state_tables(self.routing_path)
+            ):
                 raise BatchStateError(
                     f"the {self.kind.state_name} of view '{self.view.name}' is missing "
                     f"at {self.routing_path}",
                     where=f"view '{self.view.name}'",
                     fix="rebuild the view and its state with --full-refresh",
                 )
-            changes = {s.name: self._changes(s, plan) for s in self.sources}
+            changes = {s.name: self._changes(s, plan) for s in self.kind.change_sources}
             self._enter(Phase.AFFECTED)
 
         try:

@@ -27,6 +27,7 @@ class ViewKind(enum.Enum):
     FK_JOIN = "fk_join"
     LIST_JOIN = "list_join"
     REKEY = "rekey"
+    ENRICH = "enrich"
 
 
 class JoinHow(enum.Enum):
@@ -39,6 +40,13 @@ class Duplicates(enum.Enum):
 
     KEEP = "keep"  # every occurrence, each joined on its own
     DROP = "drop"  # the first occurrence wins
+
+
+class EnrichMode(enum.Enum):
+    """How an enrich view treats a dimension change."""
+
+    LOOKUP = "lookup"  # a fact keeps the dimensions as they were when its batch ran (KIP-99)
+    PROPAGATE = "propagate"  # a dimension change rewrites every fact that references it (KIP-314)
 
 
 class OnConflict(enum.Enum):
@@ -54,6 +62,7 @@ class Source:
     path: str
     key: str
     line: int | None
+    upstream: str | None = None  # the view whose output this is, when a view reads another view
 
 
 @dataclass(frozen=True)
@@ -85,7 +94,30 @@ class Rekey:
     on_conflict: OnConflict
 
 
-Definition = FkJoin | ListJoin | Rekey
+@dataclass(frozen=True)
+class Dimension:
+    table: str
+    fk: str
+    how: JoinHow
+    prefix: str
+    columns: tuple[str, ...] | None
+
+    @property
+    def id(self) -> str:
+        """A stable name for the dimension's routing index (reordering the spec keeps it)."""
+        return f"{self.table}_by_{self.fk}"
+
+
+@dataclass(frozen=True)
+class Enrich:
+    fact: str
+    mode: EnrichMode
+    dimensions: tuple[Dimension, ...]
+    fanout_threshold: float  # propagate: above this share of the facts, recompute in full
+    broadcast_limit_mb: float  # a dimension larger than this on disk is shuffled, not broadcast
+
+
+Definition = FkJoin | ListJoin | Rekey | Enrich
 
 
 @dataclass(frozen=True)
@@ -103,6 +135,8 @@ class View:
         d = self.definition
         if isinstance(d, Rekey):
             return (d.source,)
+        if isinstance(d, Enrich):
+            return tuple(dict.fromkeys((d.fact, *(dim.table for dim in d.dimensions))))
         return (d.left, d.right)
 
     @property
@@ -118,6 +152,11 @@ class View:
     @property
     def rekey(self) -> Rekey:
         assert isinstance(self.definition, Rekey), f"view '{self.name}' is a {self.kind.value}"
+        return self.definition
+
+    @property
+    def enrich(self) -> Enrich:
+        assert isinstance(self.definition, Enrich), f"view '{self.name}' is a {self.kind.value}"
         return self.definition
 
 
@@ -137,6 +176,7 @@ class PipelineSpec:
     views: Mapping[str, View]
     spark: SparkSettings
     lines: Mapping[str, int] = field(default_factory=dict, repr=False, compare=False)
+    order: tuple[str, ...] = ()
 
     @property
     def state_path(self) -> str:
@@ -148,7 +188,11 @@ class PipelineSpec:
 
     def view_order(self) -> list[str]:
         """Views in dependency order (a view after every view it reads)."""
-        return list(self.views)
+        return list(self.order or self.views)
+
+    def upstream_views(self, view: str) -> list[str]:
+        """The views that `view` reads as sources."""
+        return [n for n in self.views[view].inputs if self.sources[n].upstream is not None]
 
 
 # --- YAML with line numbers -------------------------------------------------------------------
@@ -289,14 +333,28 @@ def _sources(reader: _Reader, raw: Any, base: Path) -> dict[str, Source]:
     return sources
 
 
-def _source_name(reader: _Reader, raw: dict[str, Any], key: str, role: str, known: set[str]) -> str:
+@dataclass(frozen=True)
+class _Known:
+    """The names a view may read: declared sources, and the other views."""
+
+    sources: set[str]
+    views: set[str]
+
+    def choices(self, reader: _Reader, key: str) -> str:
+        names = ", ".join(sorted(self.sources))
+        me = key.split(".")[1] if key.startswith("views.") else ""
+        views = sorted(self.views - {me})
+        return f"use one of: {names}" + (f", or one of the views: {', '.join(views)}" if views else "")
+
+
+def _source_name(reader: _Reader, raw: dict[str, Any], key: str, role: str, known: _Known) -> str:
     name = reader.identifier(raw, key, role)
     assert name is not None
-    if name not in known:
+    if name not in known.sources and name not in known.views:
         raise reader.fail(
             f"{key}.{role}",
             f"unknown source '{name}'",
-            f"declare it under 'sources:' or use one of: {', '.join(sorted(known))}",
+            f"declare it under 'sources:' or {known.choices(reader, key)}",
         )
     return name
 
@@ -326,22 +384,14 @@ def _columns(reader: _Reader, raw: dict[str, Any], key: str, name: str) -> tuple
     return tuple(columns_raw)
 
 
-def _fk_join(reader: _Reader, raw: Any, key: str, known: set[str]) -> FkJoin:
+def _fk_join(reader: _Reader, raw: Any, key: str, known: _Known) -> FkJoin:
     raw = reader.mapping(raw, key)
     reader.only(raw, key, {"left", "right", "fk", "how", "right_columns", "right_prefix"})
     left = _source_name(reader, raw, key, "left", known)
     right = _source_name(reader, raw, key, "right", known)
     fk = reader.identifier(raw, key, "fk")
     assert fk
-    how_text = reader.text(raw, key, "how", required=False) or "inner"
-    try:
-        how = JoinHow(how_text)
-    except ValueError:
-        raise reader.fail(
-            f"{key}.how",
-            f"unknown join type '{how_text}'",
-            f"use one of: {', '.join(h.value for h in JoinHow)}",
-        ) from None
+    how = _how(reader, raw, key, default=JoinHow.INNER)
     columns = _columns(reader, raw, key, "right_columns")
     prefix = reader.text(raw, key, "right_prefix", required=False) or ""
     if prefix:
@@ -349,7 +399,74 @@ def _fk_join(reader: _Reader, raw: Any, key: str, known: set[str]) -> FkJoin:
     return FkJoin(left, right, fk, how, columns, prefix)
 
 
-def _list_join(reader: _Reader, raw: Any, key: str, known: set[str]) -> ListJoin:
+def _how(reader: _Reader, raw: dict[str, Any], key: str, *, default: JoinHow) -> JoinHow:
+    how_text = reader.text(raw, key, "how", required=False) or default.value
+    try:
+        return JoinHow(how_text)
+    except ValueError:
+        raise reader.fail(
+            f"{key}.how",
+            f"unknown join type '{how_text}'",
+            f"use one of: {', '.join(h.value for h in JoinHow)}",
+        ) from None
+
+
+def _number(
+    reader: _Reader, raw: dict[str, Any], key: str, name: str, default: float, *, most: float
+) -> float:
+    value = raw.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= most:
+        raise reader.fail(f"{key}.{name}", f"'{name}' must be a number from 0 to {most:g}, found {value!r}")
+    return float(value)
+
+
+def _enrich(reader: _Reader, raw: Any, key: str, known: _Known) -> Enrich:
+    raw = reader.mapping(raw, key)
+    reader.only(raw, key, {"fact", "mode", "dimensions", "fanout_threshold", "broadcast_limit_mb"})
+    fact = _source_name(reader, raw, key, "fact", known)
+    mode = _choice(reader, raw, key, "mode", EnrichMode, EnrichMode.LOOKUP.value)
+    listed = raw.get("dimensions")
+    if not isinstance(listed, list) or not listed:
+        raise reader.fail(
+            f"{key}.dimensions",
+            "'dimensions' must be a non-empty list",
+            "list the dimension tables, e.g. [{table: customers, fk: customer_id, prefix: customer_}]",
+        )
+    dimensions: list[Dimension] = []
+    for i, body in enumerate(listed):
+        at = f"{key}.dimensions[{i}]"
+        body = reader.mapping(body, at)
+        reader.only(body, at, {"table", "fk", "how", "prefix", "columns"})
+        table = _source_name(reader, body, at, "table", known)
+        fk = reader.identifier(body, at, "fk")
+        assert fk
+        if table == fact:
+            raise reader.fail(f"{at}.table", f"'{table}' is the fact table", "enrich from another table")
+        prefix = reader.text(body, at, "prefix", required=False) or ""
+        if prefix:
+            reader.check_identifier(prefix, f"{at}.prefix")
+        dimension = Dimension(
+            table,
+            fk,
+            _how(reader, body, at, default=JoinHow.LEFT),
+            prefix,
+            _columns(reader, body, at, "columns"),
+        )
+        if any(d.id == dimension.id for d in dimensions):
+            raise reader.fail(at, f"dimension '{table}' on fk '{fk}' is listed twice", "list it once")
+        dimensions.append(dimension)
+    threshold = _number(reader, raw, key, "fanout_threshold", 0.2, most=1.0)
+    if "fanout_threshold" in raw and mode is not EnrichMode.PROPAGATE:
+        raise reader.fail(
+            f"{key}.fanout_threshold",
+            "fanout_threshold applies only to 'mode: propagate' (lookup never rewrites facts)",
+            "remove it, or set 'mode: propagate'",
+        )
+    limit = _number(reader, raw, key, "broadcast_limit_mb", 64.0, most=8192.0)
+    return Enrich(fact, mode, tuple(dimensions), threshold, limit)
+
+
+def _list_join(reader: _Reader, raw: Any, key: str, known: _Known) -> ListJoin:
     raw = reader.mapping(raw, key)
     reader.only(raw, key, {"left", "list", "right", "into", "duplicates", "right_columns"})
     left = _source_name(reader, raw, key, "left", known)
@@ -361,7 +478,7 @@ def _list_join(reader: _Reader, raw: Any, key: str, known: set[str]) -> ListJoin
     return ListJoin(left, column, right, into, duplicates, _columns(reader, raw, key, "right_columns"))
 
 
-def _rekey(reader: _Reader, raw: Any, key: str, known: set[str]) -> Rekey:
+def _rekey(reader: _Reader, raw: Any, key: str, known: _Known) -> Rekey:
     raw = reader.mapping(raw, key)
     reader.only(raw, key, {"source", "key", "columns", "unique", "on_conflict"})
     source = _source_name(reader, raw, key, "source", known)
@@ -381,10 +498,11 @@ def _rekey(reader: _Reader, raw: Any, key: str, known: set[str]) -> Rekey:
     return Rekey(source, column, _columns(reader, raw, key, "columns"), unique, on_conflict)
 
 
-_PARSERS: dict[ViewKind, Callable[[_Reader, Any, str, set[str]], Definition]] = {
+_PARSERS: dict[ViewKind, Callable[[_Reader, Any, str, _Known], Definition]] = {
     ViewKind.FK_JOIN: _fk_join,
     ViewKind.LIST_JOIN: _list_join,
     ViewKind.REKEY: _rekey,
+    ViewKind.ENRICH: _enrich,
 }
 
 
@@ -395,6 +513,7 @@ def _views(
     if not raw:
         raise reader.fail("views", "no views are declared", "declare at least one view")
     views: dict[str, View] = {}
+    known = _Known(set(sources), set(raw))
     for name, body in raw.items():
         key = f"views.{name}"
         reader.check_identifier(name, key)
@@ -413,7 +532,7 @@ def _views(
             raise reader.fail(
                 f"{key}.{kinds[0]}", f"unknown view kind '{kinds[0]}'", f"use one of: {supported}"
             ) from None
-        definition = _PARSERS[kind](reader, body[kind.value], f"{key}.{kind.value}", set(sources))
+        definition = _PARSERS[kind](reader, body[kind.value], f"{key}.{kind.value}", known)
         explicit = reader.text(body, key, "path", required=False)
         path = _resolve(base, explicit) if explicit else str(Path(storage) / "views" / name)
         lines = {k[len(key) + 1 :]: v for k, v in reader.lines.items() if k.startswith(key + ".")}
@@ -443,8 +562,75 @@ def parse_spec(text: str, file: str = "<spec>") -> PipelineSpec:
         raise reader.fail("views", "'views' is required", "declare at least one view under 'views:'")
     sources = _sources(reader, raw["sources"], base)
     views = _views(reader, raw["views"], storage, sources, base)
+    order = _dependency_order(reader, views)
     assert name is not None
-    return PipelineSpec(name, file, schedule, storage, sources, views, spark, lines)
+    return PipelineSpec(
+        name,
+        file,
+        schedule,
+        storage,
+        _with_view_sources(reader, sources, views, order),
+        views,
+        spark,
+        lines,
+        order,
+    )
+
+
+def _dependency_order(reader: _Reader, views: dict[str, View]) -> tuple[str, ...]:
+    """Views ordered so that each comes after every view it reads (declaration order otherwise);
+    a cycle is an error that names it."""
+    order: list[str] = []
+    state: dict[str, str] = {}  # name -> "visiting" | "done"
+
+    def visit(name: str, path: list[str]) -> None:
+        if state.get(name) == "done":
+            return
+        if state.get(name) == "visiting":
+            cycle = path[path.index(name) :] + [name]
+            raise reader.fail(
+                f"views.{cycle[0]}",
+                f"views read each other in a cycle: {' -> '.join(cycle)}",
+                "a view cannot read itself, directly or through other views: remove one of these reads",
+            )
+        state[name] = "visiting"
+        for upstream in views[name].inputs:
+            if upstream in views:
+                visit(upstream, [*path, name])
+        state[name] = "done"
+        order.append(name)
+
+    for name in views:
+        visit(name, [])
+    return tuple(order)
+
+
+def _with_view_sources(
+    reader: _Reader, sources: dict[str, Source], views: dict[str, View], order: tuple[str, ...]
+) -> dict[str, Source]:
+    """The declared sources plus every view that another view reads, keyed by its output key."""
+    everything = dict(sources)
+    read = {n for v in views.values() for n in v.inputs if n in views}
+    for name in order:
+        if name not in read:
+            continue
+        view = views[name]
+        d = view.definition
+        if isinstance(d, Rekey):
+            if not d.unique:
+                readers = sorted(v.name for v in views.values() if name in v.inputs)
+                raise reader.fail(
+                    f"views.{readers[0]}",
+                    f"view '{readers[0]}' reads view '{name}', a rekey with 'unique: false', whose rows "
+                    f"are keyed by two columns ({d.key}, {everything[d.source].key})",
+                    "read a unique rekey, or the master table itself",
+                )
+            key = d.key
+        else:
+            driving = d.fact if isinstance(d, Enrich) else d.left
+            key = everything[driving].key
+        everything[name] = Source(name, view.path, key, view.line, upstream=name)
+    return everything
 
 
 def load_spec(path: str | Path) -> PipelineSpec:
@@ -467,124 +653,3 @@ def find_specs(folder: str | Path) -> list[Path]:
     """The pipeline specs in a folder, in a stable order."""
     root = Path(folder)
     return sorted([*root.glob("*.yaml"), *root.glob("*.yml")])
-
-
-def check_view_schemas(spec: PipelineSpec, view: View, schemas: Mapping[str, Mapping[str, str]]) -> None:
-    """Check a view against the columns (name -> Spark type) of the tables it reads."""
-    for name in view.inputs:
-        source = spec.sources[name]
-        if source.key not in schemas[source.name]:
-            raise spec.error(
-                f"sources.{source.name}.key",
-                f"key column '{source.key}' is not in table {source.path}",
-                f"use one of its columns: {', '.join(schemas[source.name])}",
-            )
-    base = f"views.{view.name}.{view.kind.value}"
-    if isinstance(view.definition, FkJoin):
-        _check_fk_join(spec, view.definition, base, schemas)
-    elif isinstance(view.definition, ListJoin):
-        _check_list_join(spec, view.definition, base, schemas)
-    else:
-        _check_rekey(spec, view.definition, base, schemas)
-
-
-def _check_columns(
-    spec: PipelineSpec, key: str, chosen: tuple[str, ...] | None, table: str, columns: Mapping[str, str]
-) -> None:
-    for i, column in enumerate(chosen or ()):
-        if column not in columns:
-            raise spec.error(
-                f"{key}[{i}]",
-                f"column '{column}' is not in the {table}",
-                f"use one of its columns: {', '.join(columns)}",
-            )
-
-
-def _check_fk_join(
-    spec: PipelineSpec, join: FkJoin, base: str, schemas: Mapping[str, Mapping[str, str]]
-) -> None:
-    left, right = spec.sources[join.left], spec.sources[join.right]
-    left_columns, right_columns = schemas[left.name], schemas[right.name]
-    if join.fk not in left_columns:
-        raise spec.error(
-            f"{base}.fk",
-            f"fk column '{join.fk}' is not in the left table '{left.name}'",
-            f"use one of its columns: {', '.join(left_columns)}",
-        )
-    if left_columns[join.fk] != right_columns[right.key]:
-        raise spec.error(
-            f"{base}.fk",
-            f"fk '{join.fk}' is {left_columns[join.fk]} but the right key "
-            f"'{right.name}.{right.key}' is {right_columns[right.key]}",
-            "make both columns the same type in the source tables",
-        )
-    _check_columns(
-        spec, f"{base}.right_columns", join.right_columns, f"right table '{right.name}'", right_columns
-    )
-    chosen = join.right_columns or tuple(c for c in right_columns if c != right.key)
-    clashes = sorted(set(left_columns) & {join.right_prefix + c for c in chosen})
-    if clashes:
-        raise spec.error(
-            f"{base}.right_columns" if join.right_columns else base,
-            f"right columns {clashes} clash with left columns of the same name",
-            "set 'right_prefix: <prefix>_' or choose other right_columns",
-        )
-
-
-def _check_list_join(
-    spec: PipelineSpec, join: ListJoin, base: str, schemas: Mapping[str, Mapping[str, str]]
-) -> None:
-    left, right = spec.sources[join.left], spec.sources[join.right]
-    left_columns, right_columns = schemas[left.name], schemas[right.name]
-    if join.list not in left_columns:
-        raise spec.error(
-            f"{base}.list",
-            f"list column '{join.list}' is not in the left table '{left.name}'",
-            f"use one of its columns: {', '.join(left_columns)}",
-        )
-    found = left_columns[join.list]
-    wanted = f"array<{right_columns[right.key]}>"
-    if not found.startswith("array<"):
-        raise spec.error(
-            f"{base}.list",
-            f"list column '{join.list}' of the left table '{left.name}' is {found}, not an array",
-            f"store the element keys as an {wanted} (for example with split() or array())",
-        )
-    if found != wanted:
-        raise spec.error(
-            f"{base}.list",
-            f"list column '{join.list}' is {found} but the right key '{right.name}.{right.key}' "
-            f"is {right_columns[right.key]}",
-            f"make the list an {wanted} in the source table",
-        )
-    if join.list == left.key:
-        raise spec.error(f"{base}.list", "the list column cannot be the left key", "name the list column")
-    _check_columns(
-        spec, f"{base}.right_columns", join.right_columns, f"right table '{right.name}'", right_columns
-    )
-    if join.into != join.list and join.into in left_columns:
-        raise spec.error(
-            f"{base}.into",
-            f"'{join.into}' is already a column of the left table '{left.name}'",
-            "choose another name for the joined list",
-        )
-
-
-def _check_rekey(
-    spec: PipelineSpec, rekey: Rekey, base: str, schemas: Mapping[str, Mapping[str, str]]
-) -> None:
-    master = spec.sources[rekey.source]
-    columns = schemas[master.name]
-    if rekey.key not in columns:
-        raise spec.error(
-            f"{base}.key",
-            f"rekey column '{rekey.key}' is not in the master table '{master.name}'",
-            f"use one of its columns: {', '.join(columns)}",
-        )
-    if rekey.key == master.key:
-        raise spec.error(
-            f"{base}.key",
-            f"'{rekey.key}' is already the key of '{master.name}'",
-            "re-key by another column; the master key is kept in every derived row",
-        )
-    _check_columns(spec, f"{base}.columns", rekey.columns, f"master table '{master.name}'", columns)

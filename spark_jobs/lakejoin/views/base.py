@@ -43,9 +43,10 @@ class BatchContext:
 
         return self.plan.mode is BatchMode.FULL_REFRESH
 
-    @property
-    def state_version(self) -> int:
-        return self.plan.pinned_versions.get(STATE, -1)
+    def read_state(self, pin: str = STATE, path: str | None = None) -> DataFrame:
+        """A state table (the default one unless named) at the version the plan pinned."""
+        version = self.plan.pinned_versions.get(pin, -1)
+        return self.spark.read.format("delta").option("versionAsOf", version).load(path or self.state_path)
 
     def version(self, source: Source) -> int:
         return self.plan.pinned_versions[source.name]
@@ -118,6 +119,16 @@ class ViewKindLogic(ABC):
     @property
     def sources(self) -> tuple[Source, ...]:
         return tuple(self.spec.sources[name] for name in self.view.inputs)
+
+    @property
+    def change_sources(self) -> tuple[Source, ...]:
+        """The sources whose changes a batch reads; the others are only read at pinned versions.
+        A batch with no new version of any of these has nothing to do."""
+        return self.sources
+
+    def state_tables(self, state_path: str) -> dict[str, str]:
+        """The view's state tables, by the name under which a plan pins each one's version."""
+        return {STATE: state_path}
 
     def metrics(self) -> dict[str, int]:
         """Counts of this kind's own, reported with the batch (composite rows, conflicts...)."""

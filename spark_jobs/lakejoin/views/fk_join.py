@@ -92,7 +92,7 @@ class FkJoinView(ViewKindLogic):
             left_rows = ctx.whole_source(self.left)
             right_rows = ctx.whole_source(self.right)
         else:
-            index = routing.read_index(ctx.spark, ctx.state_path, ctx.state_version)
+            index = ctx.read_state()
             routed = routing.routed_left_keys(index, changes[self.right.name], self.right.key).select(
                 F.col(routing.LEFT_KEY).alias(self.left.key)
             )
@@ -113,17 +113,9 @@ class FkJoinView(ViewKindLogic):
         return Rebuilt(rows, affected)
 
     def write_state(self, ctx: BatchContext) -> None:
-        left_rows, affected = self._left_rows, self._affected
-        types = left_rows.schema
-        routing.ensure_index(
-            ctx.spark, ctx.state_path, types[self.left.key].dataType, types[self.join.fk].dataType
+        routing.refresh_routes(
+            ctx.spark, ctx.state_path, self._left_rows, self._affected, self.left.key, self.join.fk
         )
-        new_routes = routing.routes(left_rows, self.left.key, self.join.fk)
-        if affected is not None:
-            new_routes = affected.withColumnRenamed(self.left.key, routing.LEFT_KEY).join(
-                new_routes, on=routing.LEFT_KEY, how="left"
-            )
-        routing.update_index(ctx.spark, ctx.state_path, new_routes, full=affected is None)
 
     def validations(self, ctx: BatchContext, written: DataFrame, output: DataFrame) -> list[Validation]:
         import great_expectations as gx

@@ -139,7 +139,7 @@ class ListJoinView(ViewKindLogic):
             )
             return Rebuilt(self._output_rows(left_rows, lists), None)
 
-        state = ctx.spark.read.format("delta").option("versionAsOf", ctx.state_version).load(ctx.state_path)
+        state = ctx.read_state()
         left_changed = changes[self.left.name]
         changed_keys = left_changed.select(F.col(key).alias(LEFT_KEY))
         right_changed = changes[self.right.name].select(F.col(self.right.key).alias(ELEMENT))

@@ -102,9 +102,7 @@ class RekeyView(ViewKindLogic):
             claims = self._index
             affected = None
         else:
-            index = (
-                ctx.spark.read.format("delta").option("versionAsOf", ctx.state_version).load(ctx.state_path)
-            )
+            index = ctx.read_state()
             changed = changes[self.master.name]
             upserts = changed.where(F.col(CHANGE) == ChangeKind.UPSERT.value)
             self._dropped = upserts.where(F.col(v).isNull()).count()

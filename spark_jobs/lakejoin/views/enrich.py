@@ -1,0 +1,251 @@
+"""enrich: a fact table enriched from several small dimension tables by broadcast joins.
+
+`purchases(purchase_id, customer_id, product_id, qty)` with the dimensions customers and
+products gives `purchase_id, customer_id, product_id, qty, customer_name, product_title, ...`:
+the fact columns, then each dimension's chosen columns with the dimension's prefix. One output
+row per fact key. The fact side is never shuffled: each dimension is broadcast to it, unless it
+is larger than `broadcast_limit_mb`, in which case the batch warns with its size and joins it
+with a shuffle instead.
+
+Two modes (DESIGN §1):
+- `lookup` (KIP-99): a fact is enriched with the dimensions as they stand when the batch that
+  processes it runs. Dimension changes do not rewrite it; only a change of the fact itself
+  (or a full refresh) re-enriches it. A batch reads the fact's changes alone.
+- `propagate` (KIP-314): a dimension change rewrites every fact that references that key now.
+  A routing index per dimension (dimension key -> fact keys, like fk_join's) finds them, read at
+  the version the plan pinned, so the output equals a recompute at the pinned versions.
+
+Fan-out: before a propagate batch, the facts the changed dimension keys reach are counted. When
+they are more than `fanout_threshold` of all facts (a country rename can touch 40 %), the batch
+recomputes the whole view instead, which is cheaper at that size; the choice and the reason go
+into the batch's notes and metrics.
+
+Each dimension joins `left` (default: a fact without a match keeps null dimension columns) or
+`inner` (the fact is left out until its dimension row exists).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from lakejoin import quality, routing
+from lakejoin.spec import Dimension, EnrichMode, JoinHow, PipelineSpec, Source, View
+from lakejoin.views.base import STATE, BatchContext, Rebuilt, Validation, ViewKindLogic
+from lakejoin.views.fk_join import referenced_right_rows
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+log = logging.getLogger("lakejoin")
+MB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class DimensionRows:
+    """One dimension's part in a recompute: its rows, key, chosen columns, join strategy."""
+
+    dimension: Dimension
+    rows: DataFrame
+    key: str
+    columns: Sequence[str]
+    broadcast: bool
+
+
+def recompute(fact_rows: DataFrame, dimensions: Sequence[DimensionRows]) -> DataFrame:
+    """The output rows of the given facts: fact columns, then each dimension's prefixed columns.
+
+    A `left` dimension keeps a fact whose fk is null or unmatched (null columns); an `inner` one
+    drops it. Matching is exact equality.
+    """
+    from pyspark.sql import functions as F
+
+    out, added = fact_rows, []
+    for i, d in enumerate(dimensions):
+        match = f"_lj_dim{i}"
+        right = d.rows.select(
+            F.col(d.key).alias(match), *[F.col(c).alias(d.dimension.prefix + c) for c in d.columns]
+        )
+        right = F.broadcast(right) if d.broadcast else right.hint("shuffle_hash")
+        out = out.join(right, fact_rows[d.dimension.fk] == right[match], how=d.dimension.how.value)
+        added += [d.dimension.prefix + c for c in d.columns]
+    return out.select(*[fact_rows[c] for c in fact_rows.columns], *added)
+
+
+def fanout_note(reached: int, facts: int, threshold: float, *, full: bool) -> str:
+    share = reached / facts if facts else 0.0
+    verdict = "above" if full else "within"
+    strategy = "full recompute" if full else "incremental"
+    return (
+        f"{strategy}: the changed dimension keys reach {reached} of {facts} facts ({share:.1%}), "
+        f"{verdict} the fan-out threshold of {threshold:.0%}"
+    )
+
+
+def _size(size_bytes: int) -> str:
+    for unit, scale in (("GB", MB * 1024), ("MB", MB), ("KB", 1024)):
+        if size_bytes >= scale:
+            return f"{size_bytes / scale:.1f} {unit}"
+    return f"{size_bytes} bytes"
+
+
+class EnrichView(ViewKindLogic):
+    state_name = "routing indexes"
+
+    def __init__(self, spec: PipelineSpec, view: View) -> None:
+        super().__init__(spec, view)
+        self.enrich = view.enrich
+        self.fact = spec.sources[self.enrich.fact]
+        self.propagate = self.enrich.mode is EnrichMode.PROPAGATE
+        self._columns: dict[str, list[str]] = {}
+        self._counts: dict[str, int] = {}
+
+    def table(self, dimension: Dimension) -> Source:
+        return self.spec.sources[dimension.table]
+
+    @property
+    def output_key(self) -> tuple[str, ...]:
+        return (self.fact.key,)
+
+    @property
+    def change_sources(self) -> tuple[Source, ...]:
+        # Lookup never rewrites a fact for a dimension change, so their changes are not read.
+        return self.sources if self.propagate else (self.fact,)
+
+    def state_tables(self, state_path: str) -> dict[str, str]:
+        if not self.propagate:
+            return {}
+        return {f"{STATE}.{d.id}": f"{state_path}/{d.id}" for d in self.enrich.dimensions}
+
+    def prepare(self, schemas: Mapping[str, Mapping[str, str]]) -> None:
+        for d in self.enrich.dimensions:
+            key = self.table(d).key
+            self._columns[d.id] = list(d.columns or [c for c in schemas[d.table] if c != key])
+
+    def metrics(self) -> dict[str, int]:
+        return dict(self._counts)
+
+    # --- affected keys -------------------------------------------------------------------
+
+    def _reached(self, ctx: BatchContext, changes: Mapping[str, DataFrame]) -> DataFrame:
+        """The fact keys that reference a changed dimension key now (routing indexes)."""
+        from pyspark.sql import functions as F
+
+        reached = None
+        for d, (pin, path) in zip(
+            self.enrich.dimensions, self.state_tables(ctx.state_path).items(), strict=True
+        ):
+            keys = routing.routed_left_keys(ctx.read_state(pin, path), changes[d.table], self.table(d).key)
+            reached = keys if reached is None else reached.union(keys)
+        assert reached is not None
+        return reached.distinct().select(F.col(routing.LEFT_KEY).alias(self.fact.key)).localCheckpoint()
+
+    def _fans_out(self, ctx: BatchContext, reached: int) -> bool:
+        """Whether a propagate batch should recompute in full; says why in the notes."""
+        facts = ctx.snapshot(self.fact).count()
+        threshold = self.enrich.fanout_threshold
+        full = facts > 0 and reached > threshold * facts
+        self._counts.update(
+            fanout_facts=reached,
+            fanout_permille=round(1000 * reached / facts) if facts else 0,
+            full_recompute=int(full),
+        )
+        if reached or full:
+            ctx.notes["strategy"] = fanout_note(reached, facts, threshold, full=full)
+        return full
+
+    # --- recompute -------------------------------------------------------------------------
+
+    def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
+        from pyspark.sql import functions as F
+
+        affected: DataFrame | None = None
+        if changes is not None:
+            keys = changes[self.fact.name].select(self.fact.key)
+            if self.propagate:
+                reached = self._reached(ctx, changes)
+                if self._fans_out(ctx, reached.count()):
+                    changes = None
+                else:
+                    keys = keys.union(reached)
+            if changes is not None:
+                affected = keys.distinct().localCheckpoint()
+        if affected is None:
+            fact_rows = ctx.whole_source(self.fact)
+        else:
+            fact_rows = (
+                ctx.snapshot(self.fact).join(F.broadcast(affected), on=self.fact.key, how="left_semi")
+            ).localCheckpoint()
+        ctx.require_unique(fact_rows, self.fact)
+        dimensions = [
+            self._dimension_rows(ctx, d, fact_rows, whole=affected is None) for d in self.enrich.dimensions
+        ]
+        self._fact_rows, self._affected = fact_rows, affected
+        return Rebuilt(recompute(fact_rows, dimensions), affected)
+
+    def _dimension_rows(
+        self, ctx: BatchContext, d: Dimension, fact_rows: DataFrame, *, whole: bool
+    ) -> DimensionRows:
+        table = self.table(d)
+        if whole:
+            rows = ctx.whole_source(table)
+        else:
+            rows = referenced_right_rows(ctx.snapshot(table), fact_rows, d.fk, table.key).localCheckpoint()
+        ctx.require_unique(rows, table)
+        return DimensionRows(d, rows, table.key, self._columns[d.id], self._broadcastable(ctx, table))
+
+    def _broadcastable(self, ctx: BatchContext, table: Source) -> bool:
+        """A dimension is broadcast unless its files exceed the view's broadcast limit."""
+        from delta.tables import DeltaTable
+
+        size = DeltaTable.forPath(ctx.spark, table.path).detail().select("sizeInBytes").first()
+        size_bytes = int(size["sizeInBytes"] or 0) if size else 0
+        limit = self.enrich.broadcast_limit_mb
+        if size_bytes <= limit * MB:
+            return True
+        message = (
+            f"dimension '{table.name}' is {_size(size_bytes)} on disk, above broadcast_limit_mb "
+            f"{limit:g}: it is joined with a shuffle instead of a broadcast (slower, but it cannot "
+            "exhaust memory); raise broadcast_limit_mb if the executors have room for it"
+        )
+        log.warning("view '%s': %s", self.view.name, message)
+        ctx.notes[f"broadcast.{table.name}"] = message
+        self._counts[f"shuffled.{table.name}"] = 1
+        return False
+
+    # --- state and checks ------------------------------------------------------------------
+
+    def write_state(self, ctx: BatchContext) -> None:
+        if not self.propagate:
+            return  # lookup keeps no routing: dimension changes never reach its facts
+        for d, path in zip(self.enrich.dimensions, self.state_tables(ctx.state_path).values(), strict=True):
+            routing.refresh_routes(ctx.spark, path, self._fact_rows, self._affected, self.fact.key, d.fk)
+
+    def validations(self, ctx: BatchContext, written: DataFrame, output: DataFrame) -> list[Validation]:
+        import great_expectations as gx
+
+        key = self.fact.key
+        expectations: list[Any] = [
+            gx.expectations.ExpectColumnValuesToNotBeNull(column=key),
+            gx.expectations.ExpectColumnValuesToBeUnique(column=key),
+        ]
+        rows = written
+        for i, d in enumerate(self.enrich.dimensions):
+            if d.how is not JoinHow.INNER:
+                continue
+            flag = f"_lj_dim{i}_resolved"
+            table = self.table(d)
+            rows = quality.with_key_resolution(rows, ctx.snapshot(table), d.fk, table.key, flag)
+            expectations += [
+                gx.expectations.ExpectColumnValuesToNotBeNull(column=d.fk),
+                gx.expectations.ExpectColumnValuesToBeInSet(column=flag, value_set=[True]),
+            ]
+        facts = ctx.snapshot(self.fact).count()
+        table_check: Any
+        if all(d.how is JoinHow.LEFT for d in self.enrich.dimensions):
+            table_check = gx.expectations.ExpectTableRowCountToEqual(value=facts)
+        else:
+            table_check = gx.expectations.ExpectTableRowCountToBeBetween(min_value=0, max_value=facts)
+        return [Validation("changed_rows", rows, expectations), Validation("output", output, [table_check])]
