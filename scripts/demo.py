@@ -62,6 +62,20 @@ def show(spark, spec, view: str) -> None:  # noqa: ANN001
     console.print(table)
 
 
+def decisions(spark, spec) -> None:  # noqa: ANN001
+    """What the batches noted: fan-out choices, conflicts, shuffled dimensions."""
+    from lakejoin.batches import BatchStatus
+    from lakejoin.runner import batch_store
+
+    store = batch_store(spark, spec)
+    for view in spec.view_order():
+        for record in store.history(view):
+            if record.status is not BatchStatus.COMMITTED:
+                continue
+            for topic, note in record.notes.items():
+                console.print(f"[yellow]{view} batch {record.batch_id}[/]: {topic}: {note}", highlight=False)
+
+
 def main() -> None:
     os.environ.setdefault("AIRFLOW_HOME", str(ROOT / ".airflow"))
     os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(ROOT / "dags"))
@@ -94,6 +108,8 @@ def main() -> None:
     step("the views now")
     for view in spec.view_order():
         show(spark, spec, view)
+    step("what the batches decided (from the batch records)")
+    decisions(spark, spec)
     lakejoin_cli(["status", str(SPEC)])
     console.print(f"batch records: {spec.state_path}/batches (a Delta table; read it with Spark)")
     console.print(f"data-quality reports: {spec.state_path}/reports/<view>/batch-NNNNNN.json")
