@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 from lakejoin.batches import BatchStatus
-from lakejoin.runner import BatchSummary, batch_store, run_view
+from lakejoin.runner import FAILPOINT, BatchSummary, batch_store, run_view
 from lakejoin.spec import JoinHow, PipelineSpec, load_spec
 
 PRODUCTS = "product_id STRING, name STRING, price DOUBLE, merchant_id STRING"
@@ -172,11 +175,9 @@ def list_join_oracle(lake: Lakehouse, spec: PipelineSpec, view: str) -> list[dic
     versions = pinned(lake, spec, view)
     left_rows = source_rows(lake, spec, left.name, versions[left.name])
     right_rows = source_rows(lake, spec, right.name, versions[right.name])
-    columns = list(join.right_columns or [c for c in right_rows[0] if c != right.key]) if right_rows else []
-    if not right_rows and not join.right_columns:
-        columns = [
-            f.name for f in lake.spark.read.format("delta").load(right.path).schema if f.name != right.key
-        ]
+    columns = list(join.right_columns or ()) or [
+        f.name for f in lake.spark.read.format("delta").load(right.path).schema if f.name != right.key
+    ]
     by_key = {r[right.key]: r for r in right_rows}
     out = []
     for row in left_rows:
@@ -296,3 +297,22 @@ def enrich_oracle(lake: Lakehouse, spec: PipelineSpec, view: str) -> list[dict]:
             kept.append({**row, **{d.prefix + c: (match[c] if match else None) for c in columns}})
         out = kept
     return sorted(out, key=lambda r: tuple(str(v) for v in r.values()))
+
+
+# --- crashes ----------------------------------------------------------------------------------
+
+CLI_TIMEOUT = 480  # a cold Spark JVM on a busy 2-core machine
+
+
+def run_cli_with_failpoint(spec_file: str) -> subprocess.CompletedProcess:
+    """`lakejoin run` in its own JVM, SIGKILLed right after a batch's output MERGE."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_GATEWAY")}
+    env.update({FAILPOINT: "after_output_merge", "GX_ANALYTICS_ENABLED": "False"})
+    return subprocess.run(
+        [sys.executable, "-m", "lakejoin.cli", "run", spec_file],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT,
+        check=False,
+    )

@@ -8,11 +8,13 @@ After every batch the output's change feed must name exactly the purchases the r
 
 from __future__ import annotations
 
+import signal
 from typing import Any
 
 import pytest
 
-from lakejoin.runner import recompute_view
+from lakejoin.batches import BatchStatus
+from lakejoin.runner import batch_store, recompute_view
 from tests.lakehouse import (
     CUSTOMERS,
     ITEMS,
@@ -20,6 +22,7 @@ from tests.lakehouse import (
     enrich_oracle,
     output_rows,
     run_and_watch,
+    run_cli_with_failpoint,
     write_spec,
 )
 
@@ -118,6 +121,39 @@ def test_propagate_rewrites_every_fact_a_dimension_change_reaches(lake):
     assert changed == {"update_postimage": {"o1", "o4"}, "delete": {"o2", "o5"}}
     assert output_rows(lake, spec, VIEW) == enrich_oracle(lake, spec, VIEW)
     assert summary.metrics()["full_recompute"] == 0
+
+
+def test_a_propagate_batch_killed_after_its_output_merge_is_retried_on_its_pinned_versions(lake):
+    """KIP-314 lacked deterministic offsets; Delta versions give them. The batch dies (SIGKILL, its
+    own JVM) after the output MERGE, before the routing indexes are updated; the retry re-reads the
+    pinned versions, skips the MERGE it already made and writes the routes it missed."""
+    create_tables(lake)
+    spec = spec_of(lake, "propagate", "\n      fanout_threshold: 1.0")
+    run(lake, spec)
+    lake.upsert("customers", "customer_id", [("c1", "Anna", "NO")])
+    lake.upsert("purchases", "purchase_id", [("o4", "c2", "p1", 3)])  # o4 moves from c1 to c2
+
+    crashed = run_cli_with_failpoint(spec.file)
+
+    assert crashed.returncode == -signal.SIGKILL, crashed.stdout[-3000:] + crashed.stderr[-3000:]
+    planned = batch_store(lake.spark, spec).last(VIEW)
+    assert planned is not None and (planned.batch_id, planned.status) == (2, BatchStatus.PLANNED)
+    # Changes after the crash belong to the next batch, not to the retry.
+    lake.upsert("customers", "customer_id", [("c1", "Annie", "NO"), ("c2", "Benny", "SE")])
+
+    retry, changed = run(lake, spec)
+
+    assert retry.retried and retry.batch_id == 2 and retry.pinned_versions == planned.pinned_versions
+    assert retry.output_applied is False and changed == {}
+    assert output_rows(lake, spec, VIEW) == enrich_oracle(lake, spec, VIEW)
+    assert table(lake, spec)["o1"][:2] == ("c1", "Anna") and table(lake, spec)["o4"][:2] == ("c2", "Ben")
+
+    # The retry wrote the routes the crash lost: c2's rename reaches o4, c1's no longer does.
+    following, changed = run(lake, spec)
+
+    assert following.batch_id == 3 and changed == {"update_postimage": {"o1", "o4"}}
+    assert table(lake, spec)["o1"][:2] == ("c1", "Annie") and table(lake, spec)["o4"][:2] == ("c2", "Benny")
+    assert output_rows(lake, spec, VIEW) == enrich_oracle(lake, spec, VIEW)
 
 
 def test_lookup_keeps_the_dimensions_a_fact_was_enriched_with(lake):

@@ -93,7 +93,7 @@ def histories(draw: st.DrawFn) -> History:
     return History(how, rows_of(merchants), rows_of(products), (first, second, *rest))
 
 
-@examples(2)
+@examples(1)
 @given(history=histories())
 def test_incremental_equals_recompute_after_every_batch(spark, tmp_path, history: History):
     lake = example_lake(spark, tmp_path)

@@ -69,7 +69,7 @@ list_steps = st.one_of(
 )
 
 
-@examples(2)
+@examples(1)
 @given(
     duplicates=st.sampled_from(["keep", "drop"]),
     persons=st.dictionaries(st.sampled_from(PERSON_KEYS), person_values, min_size=2, max_size=6),
@@ -99,7 +99,7 @@ rekey_steps = st.one_of(
 )
 
 
-@examples(2)
+@examples(1)
 @given(
     policy=st.sampled_from(["on_conflict: latest", "unique: false"]),
     merchants=st.dictionaries(st.sampled_from(MERCHANT_KEYS), master_values, min_size=2, max_size=6),

@@ -10,10 +10,7 @@ before the routing-index update and the batch commit.
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,14 +18,13 @@ import pytest
 
 from lakejoin.batches import BatchMode, BatchStatus, BatchStore
 from lakejoin.errors import QualityCheckError
-from lakejoin.runner import FAILPOINT, BatchOutcome, batch_store, routing_index_path
+from lakejoin.runner import BatchOutcome, batch_store, routing_index_path
 from lakejoin.sources import latest_version
-from tests.lakehouse import MERCHANTS, PRODUCTS, Lakehouse, fk_join_oracle
+from tests.lakehouse import MERCHANTS, PRODUCTS, Lakehouse, fk_join_oracle, run_cli_with_failpoint
 
 pytestmark = pytest.mark.e2e
 
 VIEW = "display_products"
-CLI_TIMEOUT = 480  # a cold Spark JVM on a busy 2-core machine
 
 
 def seeded(lake: Lakehouse, how: str = "left"):
@@ -151,19 +147,6 @@ def test_re_executing_a_committed_batch_applies_none_of_its_writes_twice(lake, m
 
 
 # --- crash between the output MERGE and the commit ---------------------------------------------
-
-
-def run_cli_with_failpoint(spec_file: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_GATEWAY")}
-    env.update({FAILPOINT: "after_output_merge", "GX_ANALYTICS_ENABLED": "False"})
-    return subprocess.run(
-        [sys.executable, "-m", "lakejoin.cli", "run", spec_file],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=CLI_TIMEOUT,
-        check=False,
-    )
 
 
 def test_a_batch_killed_after_its_output_merge_is_retried_on_its_pinned_versions(lake):
