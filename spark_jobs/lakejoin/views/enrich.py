@@ -115,9 +115,14 @@ class EnrichView(ViewKindLogic):
         return self.sources if self.propagate else (self.fact,)
 
     def state_tables(self, state_path: str) -> dict[str, str]:
+        return {pin: path for _, pin, path in self._routing_indexes(state_path)}
+
+    def _routing_indexes(self, state_path: str) -> list[tuple[Dimension, str, str]]:
+        """(dimension, pin, path) of each routing index; none in lookup mode, which never
+        rewrites a fact for a dimension change."""
         if not self.propagate:
-            return {}
-        return {f"{STATE}.{d.id}": f"{state_path}/{d.id}" for d in self.enrich.dimensions}
+            return []
+        return [(d, f"{STATE}.{d.id}", f"{state_path}/{d.id}") for d in self.enrich.dimensions]
 
     def prepare(self, schemas: Mapping[str, Mapping[str, str]]) -> None:
         for d in self.enrich.dimensions:
@@ -134,9 +139,7 @@ class EnrichView(ViewKindLogic):
         from pyspark.sql import functions as F
 
         reached = None
-        for d, (pin, path) in zip(
-            self.enrich.dimensions, self.state_tables(ctx.state_path).items(), strict=True
-        ):
+        for d, pin, path in self._routing_indexes(ctx.state_path):
             keys = routing.routed_left_keys(ctx.read_state(pin, path), changes[d.table], self.table(d).key)
             reached = keys if reached is None else reached.union(keys)
         assert reached is not None
@@ -144,7 +147,8 @@ class EnrichView(ViewKindLogic):
 
     def _fans_out(self, ctx: BatchContext, reached: int) -> bool:
         """Whether a propagate batch should recompute in full; says why in the notes."""
-        facts = ctx.snapshot(self.fact).count()
+        # Counting the facts is a scan: only pay for it when a dimension change reaches any.
+        facts = ctx.snapshot(self.fact).count() if reached else 0
         threshold = self.enrich.fanout_threshold
         full = facts > 0 and reached > threshold * facts
         self._counts.update(
@@ -218,9 +222,7 @@ class EnrichView(ViewKindLogic):
     # --- state and checks ------------------------------------------------------------------
 
     def write_state(self, ctx: BatchContext) -> None:
-        if not self.propagate:
-            return  # lookup keeps no routing: dimension changes never reach its facts
-        for d, path in zip(self.enrich.dimensions, self.state_tables(ctx.state_path).values(), strict=True):
+        for d, _, path in self._routing_indexes(ctx.state_path):
             routing.refresh_routes(ctx.spark, path, self._fact_rows, self._affected, self.fact.key, d.fk)
 
     def validations(self, ctx: BatchContext, written: DataFrame, output: DataFrame) -> list[Validation]:
