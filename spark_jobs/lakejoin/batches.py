@@ -34,6 +34,7 @@ class BatchStatus(enum.Enum):
 class BatchMode(enum.Enum):
     INCREMENTAL = "incremental"
     FULL_REFRESH = "full_refresh"
+    REPAIR = "repair"  # re-derives the keys a past range touched, at the last committed pins
 
 
 @dataclass(frozen=True)
@@ -75,12 +76,25 @@ class BatchStore:
             .orderBy("batch_id", "recorded_at")
             .collect()
         )
-        latest: dict[int, BatchRecord] = {}
+        return _one_per_batch(rows)
+
+    def histories(self) -> dict[str, list[BatchRecord]]:
+        """The history of every view of the pipeline, from one read of the table."""
+        if not self._exists():
+            return {}
+        from pyspark.sql import functions as F
+
+        rows = (
+            self.spark.read.format("delta")
+            .load(self.path)
+            .where(F.col("pipeline") == self.pipeline)
+            .orderBy("batch_id", "recorded_at")
+            .collect()
+        )
+        by_view: dict[str, list] = {}
         for row in rows:
-            record = _from_row(row)
-            if record.batch_id not in latest or record.status is not BatchStatus.PLANNED:
-                latest[record.batch_id] = record
-        return [latest[batch_id] for batch_id in sorted(latest)]
+            by_view.setdefault(row["view"], []).append(row)
+        return {view: _one_per_batch(view_rows) for view, view_rows in by_view.items()}
 
     def last(self, view: str) -> BatchRecord | None:
         records = self.history(view)
@@ -125,6 +139,16 @@ class BatchStore:
                 # to create the table. Blind appends never conflict once it exists.
                 if attempt == 2 or "Concurrent" not in str(exc) and "ProtocolChanged" not in str(exc):
                     raise
+
+
+def _one_per_batch(rows: list) -> list[BatchRecord]:
+    """Rows of one view, oldest first, as records: a batch's commit (or abandon) wins over its plan."""
+    latest: dict[int, BatchRecord] = {}
+    for row in rows:
+        record = _from_row(row)
+        if record.batch_id not in latest or record.status is not BatchStatus.PLANNED:
+            latest[record.batch_id] = record
+    return [latest[batch_id] for batch_id in sorted(latest)]
 
 
 def _from_row(row) -> BatchRecord:  # noqa: ANN001 - pyspark Row

@@ -60,3 +60,11 @@ class BatchStateError(LakejoinError):
 
 class KeyConflictError(SourceError):
     """Several source rows claim one output key under a policy that forbids it."""
+
+
+class RepairError(LakejoinError):
+    """A repair range is malformed, or the view has no checkpoint to repair at."""
+
+
+class ExpectationSuiteError(LakejoinError):
+    """A user expectation suite (expectations/<pipeline>/<view>.json) cannot be used."""

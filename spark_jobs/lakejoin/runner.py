@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 from lakejoin import quality
 from lakejoin.batches import BatchMode, BatchRecord, BatchStatus, BatchStore, idempotent
 from lakejoin.changes import net_changes, no_changes, read_change_feed, translate_read_error
-from lakejoin.errors import BatchStateError, KeyConflictError, NullKeyError, SourceError
+from lakejoin.errors import BatchStateError, KeyConflictError, NullKeyError, RepairError, SourceError
+from lakejoin.repair import RepairRange, repair_changes
 from lakejoin.schema_checks import check_view_schemas
 from lakejoin.sink import drift_error, ensure_output, merge_affected, merge_full, replace_output, schema_drift
 from lakejoin.sources import column_types, latest_version, require_change_feed, snapshot
@@ -104,13 +105,21 @@ def run_view(
     view_name: str,
     *,
     full_refresh: bool = False,
+    repair: RepairRange | None = None,
     checks: bool = True,
     on_step: StepCallback | None = None,
 ) -> BatchSummary:
-    """Run one batch of a view: the changes since its last committed batch, or all keys."""
+    """Run one batch of a view: the changes since its last committed batch, all keys
+    (`full_refresh`), or the keys a past range of changes touched (`repair`, see repair.py)."""
     view = spec.views[view_name]
     batch = _Batch(spark, spec, view, on_step or (lambda phase: None))
-    plan = batch.plan(full_refresh)
+    if repair is not None and full_refresh:
+        raise RepairError(
+            "a repair and a full refresh were both asked for",
+            where=f"view '{view_name}'",
+            fix="a full refresh already re-derives every key: ask for one or the other",
+        )
+    plan = batch.plan(full_refresh) if repair is None else batch.plan_repair(repair)
     if plan is None:
         return batch.summary
     batch.execute(plan, checks=checks)
@@ -165,6 +174,7 @@ class _Batch:
         self.summary = BatchSummary(view=view.name, outcome=BatchOutcome.SKIPPED)
         self._clock = time.monotonic()
         self._phase: Phase | None = None
+        self._repair_ends: dict[str, int] = {}  # a repair's last version of each change source
 
     def _enter(self, phase: Phase) -> None:
         now = time.monotonic()
@@ -182,7 +192,11 @@ class _Batch:
     def plan(self, full_refresh: bool) -> BatchRecord | None:
         self._enter(Phase.PLAN)
         last = self.store.last(self.view.name)
-        if last is not None and last.status is BatchStatus.PLANNED:
+        if last is not None and last.status is BatchStatus.PLANNED and last.mode is BatchMode.REPAIR:
+            # A repair that died part-way wrote only rows as of the pins it shares with the
+            # checkpoint: nothing to finish, and the next repair can simply start again.
+            self.store.commit(replace(last, status=BatchStatus.ABANDONED))
+        elif last is not None and last.status is BatchStatus.PLANNED:
             if not full_refresh or last.mode is BatchMode.FULL_REFRESH:
                 # A planned batch that never committed: redo it on exactly the versions it pinned.
                 self.summary.retried = True
@@ -215,6 +229,47 @@ class _Batch:
             pinned_versions=pinned,
         )
         self.store.plan(record)
+        return self._begin(record)
+
+    def plan_repair(self, repair: RepairRange) -> BatchRecord:
+        """A repair batch: the last committed batch's pins, and each change source's range."""
+        self._enter(Phase.PLAN)
+        last = self.store.last(self.view.name)
+        committed = self.store.last_committed(self.view.name)
+        where = f"view '{self.view.name}'"
+        if last is not None and last.status is BatchStatus.PLANNED and last.mode is not BatchMode.REPAIR:
+            raise RepairError(
+                f"batch {last.batch_id} was planned and never committed",
+                where=where,
+                fix="run the view once (it retries that batch), then repair",
+            )
+        if committed is None:
+            raise RepairError(
+                "the view has no committed batch, so there is no checkpoint to repair at",
+                where=where,
+                fix="run the view first; its first batch derives every key",
+            )
+        if last is not None and last.status is BatchStatus.PLANNED:
+            self.store.commit(replace(last, status=BatchStatus.ABANDONED))
+        pinned = dict(committed.pinned_versions)
+        self._check_inputs(pinned)
+        ranges = {s.name: repair.versions(self.spark, s, pinned[s.name]) for s in self.kind.change_sources}
+        shown = ", ".join(f"{name} {a}..{b}" if a <= b else f"{name} none" for name, (a, b) in ranges.items())
+        record = BatchRecord(
+            view=self.view.name,
+            batch_id=(last.batch_id if last else 0) + 1,
+            status=BatchStatus.PLANNED,
+            mode=BatchMode.REPAIR,
+            start_versions={name: a - 1 for name, (a, _) in ranges.items()},
+            pinned_versions=pinned,
+            notes={
+                "repair": f"{repair.describe()}: versions {shown}, re-derived at batch "
+                f"{committed.batch_id}'s pins"
+            },
+        )
+        self._repair_ends = {name: b for name, (_, b) in ranges.items()}
+        self.store.plan(record)
+        self.summary.notes.update(record.notes)
         return self._begin(record)
 
     def _begin(self, record: BatchRecord) -> BatchRecord:
@@ -262,7 +317,7 @@ class _Batch:
     def execute(self, plan: BatchRecord, *, checks: bool) -> None:
         ctx = BatchContext(self.spark, self.spec, self.view, plan, self.routing_path)
         changes: dict[str, DataFrame] | None = None
-        if plan.mode is BatchMode.INCREMENTAL:
+        if plan.mode is not BatchMode.FULL_REFRESH:
             self._enter(Phase.CHANGES)
             if any(
                 plan.pinned_versions.get(pin, -1) < 0 for pin in self.kind.state_tables(self.routing_path)
@@ -295,9 +350,10 @@ class _Batch:
         self._enter(Phase.WRITE)
         self._write_output(plan, recomputed, rebuilt.affected)
         _failpoint("after_output_merge")
-        app_id = f"lakejoin.{self.spec.name}.{self.view.name}.routing"
-        with idempotent(self.spark, app_id, plan.batch_id):
-            self.kind.write_state(ctx)
+        if plan.mode is not BatchMode.REPAIR:  # state is already at the pins a repair shares
+            app_id = f"lakejoin.{self.spec.name}.{self.view.name}.routing"
+            with idempotent(self.spark, app_id, plan.batch_id):
+                self.kind.write_state(ctx)
         self.summary.kind_metrics.update(self.kind.metrics())
         self.summary.notes.update(ctx.notes)
 
@@ -305,7 +361,12 @@ class _Batch:
         if checks:
             output = self.spark.read.format("delta").load(self.view.path)
             self.summary.report = quality.check_batch(
-                self.spec, self.view, plan, self.kind.validations(ctx, recomputed, output)
+                self.spec,
+                self.view,
+                plan,
+                self.kind.validations(ctx, recomputed, output),
+                output=output,
+                metrics=self.summary.metrics(),
             ).report_path
 
         self._enter(Phase.COMMIT)
@@ -329,8 +390,12 @@ class _Batch:
             self.summary.changed_keys[source.name] = 0
             return no_changes(snapshot(self.spark, source.path, last))
         try:
-            feed = read_change_feed(self.spark, source.path, first, last)
-            rows = net_changes(feed, source.key).localCheckpoint()
+            if plan.mode is BatchMode.REPAIR:
+                end = self._repair_ends[source.name]
+                rows = repair_changes(self.spark, source, first, end, last).localCheckpoint()
+            else:
+                feed = read_change_feed(self.spark, source.path, first, last)
+                rows = net_changes(feed, source.key).localCheckpoint()
         except Exception as exc:  # Delta raises JVM errors; keep only the ones we can explain
             raise translate_read_error(exc, role=where, path=source.path, first=first, last=last) from exc
         counts = rows.agg(F.count(F.lit(1)).alias("n"), F.count(source.key).alias("keyed")).first()

@@ -43,6 +43,13 @@ class BatchContext:
 
         return self.plan.mode is BatchMode.FULL_REFRESH
 
+    @property
+    def repairing(self) -> bool:
+        """A repair re-derives rows to mend the output, so it must not reuse the output's rows."""
+        from lakejoin.batches import BatchMode
+
+        return self.plan.mode is BatchMode.REPAIR
+
     def read_state(self, pin: str = STATE, path: str | None = None) -> DataFrame:
         """A state table (the default one unless named) at the version the plan pinned."""
         version = self.plan.pinned_versions.get(pin, -1)

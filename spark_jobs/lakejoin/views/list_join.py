@@ -169,6 +169,8 @@ class ListJoinView(ViewKindLogic):
             .where(F.col(SIGNATURE).eqNullSafe(F.col("_lj_old")))
             .select(LEFT_KEY)
         )
+        if ctx.repairing:
+            same_list = same_list.limit(0)
         output = ctx.spark.read.format("delta").load(self.view.path)
         kept = (
             output.select(F.col(key).alias(LEFT_KEY), self.join.into)
