@@ -251,7 +251,10 @@ class _Batch:
             )
         if last is not None and last.status is BatchStatus.PLANNED:
             self.store.commit(replace(last, status=BatchStatus.ABANDONED))
-        pinned = dict(committed.pinned_versions)
+        # The sources as the checkpoint pinned them; the state tables as that batch left them
+        # (its record pins their versions from before it wrote them).
+        pinned = {s.name: committed.pinned_versions[s.name] for s in self.sources}
+        pinned.update(self._state_versions())
         self._check_inputs(pinned)
         ranges = {s.name: repair.versions(self.spark, s, pinned[s.name]) for s in self.kind.change_sources}
         shown = ", ".join(f"{name} {a}..{b}" if a <= b else f"{name} none" for name, (a, b) in ranges.items())
