@@ -18,7 +18,7 @@ from lakejoin.errors import (
     SourceError,
     SpecError,
 )
-from lakejoin.spec import load_spec, parse_spec
+from lakejoin.spec import SparkRun, load_spec, parse_spec
 from tests.lakehouse import MERCHANTS, PRODUCTS, Lakehouse
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,6 +85,19 @@ MALFORMED = {
         ("    fk_join:", "    fk_joins:"), 8, "views.display_products.fk_joins",
         ["unknown view kind 'fk_joins'", "use one of: fk_join"],
     ),
+    "unknown way to run Spark": (
+        ("storage: ./store\n", "storage: ./store\nspark: {run: cluster}\n"), 3, "spark.run",
+        ["unknown way to run Spark 'cluster'", "use 'local'", "or 'submit'"],
+    ),
+    "a Spark connection without run: submit": (
+        ("storage: ./store\n", "storage: ./store\nspark:\n  conn_id: spark_default\n"), 4, "spark.conn_id",
+        ["'conn_id' applies only to 'run: submit'", "add 'run: submit'"],
+    ),
+    "a master with run: submit": (
+        ("storage: ./store\n", "storage: ./store\nspark:\n  run: submit\n  master: spark://m:7077\n"),
+        5, "spark.master",
+        ["'master' does not apply to 'run: submit'", "connection 'spark_default'", "remove 'master'"],
+    ),
     "unknown top-level setting": (
         ("storage: ./store\n", "storage: ./store\nschedul: daily\n"), 3, "schedul",
         ["unknown setting 'schedul'", "use one of: pipeline, schedule, sources, spark, storage, views"],
@@ -96,6 +109,15 @@ MALFORMED = {
 def test_the_good_spec_parses():
     spec = parse_spec(GOOD, "pipelines/shop.yaml")
     assert spec.views[VIEW].fk_join.how.value == "left"
+
+
+@pytest.mark.unit
+def test_the_spark_block_says_how_tasks_run_spark():
+    local = parse_spec(GOOD, "pipelines/shop.yaml").spark
+    assert (local.run, local.master) == (SparkRun.LOCAL, None)
+    submit = parse_spec(GOOD + "spark: {run: submit, conn_id: cluster}\n", "pipelines/shop.yaml").spark
+    assert (submit.run, submit.conn_id) == (SparkRun.SUBMIT, "cluster")
+    assert parse_spec(GOOD + "spark: {run: submit}\n", "x.yaml").spark.conn_id == "spark_default"
 
 
 @pytest.mark.unit

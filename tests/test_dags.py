@@ -78,7 +78,9 @@ def test_dag_files_import_without_spark(airflow_home):
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=os.environ)
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.strip().splitlines()
-    assert lines[-2] == "['display_products', 'listed_products'] 1 ['full_refresh', 'views']"
+    assert lines[-2] == (
+        "['display_products', 'listed_products'] 1 ['full_refresh', 'repair_from', 'repair_to', 'views']"
+    )
     assert lines[-1] == "[]"
 
 
@@ -120,6 +122,22 @@ def test_a_broken_spec_is_an_import_error_naming_the_line(airflow_home):
         broken.unlink()
     message = "\n".join(errors.values())
     assert "broken.yaml:12" in message and "unknown join type 'outer'" in message
+
+
+def test_a_bad_schedule_is_an_import_error_naming_the_line(airflow_home):
+    broken = airflow_home / "pipelines" / "late.yaml"
+    broken.write_text(
+        marketplace_spec(airflow_home)
+        .replace("pipeline: market", "pipeline: late")
+        .replace('schedule: "@hourly"', 'schedule: "every ten minutes"')
+    )
+    try:
+        errors = dag_bag().import_errors
+    finally:
+        broken.unlink()
+    message = "\n".join(errors.values())
+    assert "late.yaml:2" in message and "'every ten minutes' is not a schedule Airflow understands" in message
+    assert "use a cron expression" in message
 
 
 def _rows(spark, path, version=None):
@@ -203,3 +221,51 @@ def test_a_failing_batch_fails_its_task(airflow_home, spark):
     assert states["listed_products"] == TaskInstanceState.FAILED
     after = batch_store(spark, spec).last_committed("listed_products")
     assert after.batch_id == before.batch_id
+
+
+def test_nothing_new_skips_without_spark_and_a_repair_runs_from_the_form(airflow_home, spark):
+    """A run with no new source versions skips every task after reading only the Delta logs;
+    a repair from the trigger form re-derives at the checkpoint and leaves it where it was."""
+    from airflow.utils.state import DagRunState, TaskInstanceState
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    from lakejoin.batches import BatchMode
+    from lakejoin.demo import create_marketplace
+    from lakejoin.runner import batch_store
+    from lakejoin.spec import load_spec
+
+    spec = load_spec(airflow_home / "pipelines" / "market.yaml")
+    if not DeltaTable.isDeltaTable(spark, spec.sources["products"].path):
+        create_marketplace(spark, str(airflow_home / "lake"))
+    dag = dag_bag().dags["lakejoin_market"]
+    assert dag.test().state == DagRunState.SUCCESS  # whatever ran before, every view is now current
+    checkpoint = batch_store(spark, spec).last_committed("display_products")
+
+    # Its own process, so no JVM of this test's is around: a skip must not start one.
+    idle = subprocess.run(
+        [AIRFLOW, "dags", "test", "lakejoin_market"], capture_output=True, text=True, env=os.environ
+    )
+    log = idle.stdout + idle.stderr
+    assert idle.returncode == 0, log[-3000:]
+    for view in spec.views:
+        assert f"{view}: no new versions since batch" in log and "checked without starting Spark" in log
+    assert "SparkContext" not in log and "ivy" not in log.lower()
+    assert "skipped" in log
+
+    DeltaTable.forPath(spark, spec.views["display_products"].path).update(
+        "product_id = 'p01'", {"display_name": F.lit("STALE")}
+    )
+    run = dag.test(run_conf={"views": ["display_products"], "repair_from": "0"})
+    assert run.state == DagRunState.SUCCESS
+    assert {ti.task_id: ti.state for ti in run.get_task_instances()} == {
+        "display_products": TaskInstanceState.SUCCESS,
+        "listed_products": TaskInstanceState.SKIPPED,
+    }
+    assert _output(spark, spec, "display_products") == _expected(spark, spec, "display_products")
+    repair = batch_store(spark, spec).last("display_products")
+    assert repair.mode is BatchMode.REPAIR
+    sources = ("products", "merchants")
+    assert {s: repair.pinned_versions[s] for s in sources} == {
+        s: checkpoint.pinned_versions[s] for s in sources
+    }

@@ -2,8 +2,9 @@
 
 Local Spark (`local[*]`) is the default. A Spark master URL or a Spark Connect address comes
 from the environment (`LAKEJOIN_SPARK_MASTER`, `LAKEJOIN_SPARK_REMOTE`) or the spec's `spark:`
-block, in that order. Every table lakejoin creates has its Change Data Feed on, through Delta's
-session default for new tables.
+block, in that order. In an application spark-submit started (`lakejoin.submit`), spark-submit's
+master, app name and `--conf` settings stand. Every table lakejoin creates has its Change Data
+Feed on, through Delta's session default for new tables.
 
 >>> spark = spark_session()                                  # doctest: +SKIP
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+from importlib import metadata
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -19,6 +21,8 @@ if TYPE_CHECKING:
 
     from lakejoin.spec import SparkSettings
 
+# Set by `lakejoin.submit`: the session is spark-submit's, with its master, name and jars.
+SUBMITTED = "LAKEJOIN_SPARK_SUBMITTED"
 DELTA_CONFIG = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
@@ -43,6 +47,8 @@ def spark_session(
     """Get or create the SparkSession lakejoin runs on."""
     from pyspark.sql import SparkSession
 
+    if os.environ.get(SUBMITTED):
+        return _submitted_session(extra)
     remote = os.environ.get("LAKEJOIN_SPARK_REMOTE") or (settings.remote if settings else None)
     master = os.environ.get("LAKEJOIN_SPARK_MASTER") or (settings.master if settings else None)
     if remote:
@@ -58,13 +64,38 @@ def spark_session(
     builder = SparkSession.builder.appName(app_name).master(master or "local[*]")
     for key, value in {**DELTA_CONFIG, **LOCAL_CONFIG, **(extra or {})}.items():
         builder = builder.config(key, value)
-    if not os.environ.get("LAKEJOIN_SPARK_SUBMITTED"):
-        from delta import configure_spark_with_delta_pip
+    from delta import configure_spark_with_delta_pip
 
-        builder = configure_spark_with_delta_pip(builder)
+    session = configure_spark_with_delta_pip(builder).getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def _submitted_session(extra: dict[str, str] | None) -> SparkSession:
+    """The session of an application spark-submit started (`lakejoin.submit`).
+
+    spark-submit already chose the master and the app name and put Delta's jars on the classpath
+    (`--packages`); a builder setting would override its `--conf`, so lakejoin's settings only
+    fill in what it left unset.
+    """
+    from pyspark import SparkConf
+    from pyspark.sql import SparkSession
+
+    given = SparkConf()
+    builder = SparkSession.builder
+    for key, value in {**DELTA_CONFIG, **LOCAL_CONFIG, **(extra or {})}.items():
+        if not given.contains(key):
+            builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def delta_package() -> str:
+    """The Maven coordinate of Delta's jars for the installed delta-spark and pyspark, the one
+    `configure_spark_with_delta_pip` adds, for `spark-submit --packages`."""
+    spark = ".".join(metadata.version("pyspark").split(".")[:2])
+    return f"io.delta:delta-spark_{spark}_2.13:{metadata.version('delta-spark')}"
 
 
 if __name__ == "__main__":

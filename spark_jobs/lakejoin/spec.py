@@ -155,10 +155,19 @@ class View:
         return self.definition
 
 
+class SparkRun(enum.Enum):
+    """How an Airflow task runs a view's batch."""
+
+    LOCAL = "local"  # Spark inside the task's own process (the master or remote below, or local[*])
+    SUBMIT = "submit"  # spark-submit to the cluster of an Airflow Spark connection
+
+
 @dataclass(frozen=True)
 class SparkSettings:
     master: str | None = None
     remote: str | None = None
+    run: SparkRun = SparkRun.LOCAL
+    conn_id: str = "spark_default"  # the Airflow connection `run: submit` submits through
 
 
 @dataclass(frozen=True)

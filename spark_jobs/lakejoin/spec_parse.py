@@ -22,6 +22,7 @@ from lakejoin.spec import (
     PipelineSpec,
     Rekey,
     Source,
+    SparkRun,
     SparkSettings,
     View,
     ViewKind,
@@ -224,6 +225,40 @@ _PARSERS: dict[ViewKind, Callable[[SpecReader, Any, str, _Known], Definition]] =
 }
 
 
+def _spark(reader: SpecReader, raw: Any) -> SparkSettings:
+    raw = reader.mapping(raw, "spark")
+    reader.only(raw, "spark", {"run", "conn_id", "master", "remote"})
+    run_text = reader.text(raw, "spark", "run", required=False) or SparkRun.LOCAL.value
+    try:
+        run = SparkRun(run_text)
+    except ValueError:
+        raise reader.fail(
+            "spark.run",
+            f"unknown way to run Spark '{run_text}'",
+            "use 'local' (Spark in the Airflow task's own process) or 'submit' (spark-submit to the "
+            "cluster of an Airflow Spark connection)",
+        ) from None
+    master = reader.text(raw, "spark", "master", required=False)
+    remote = reader.text(raw, "spark", "remote", required=False)
+    conn_id = reader.text(raw, "spark", "conn_id", required=False)
+    if run is SparkRun.SUBMIT:
+        for name in ("master", "remote"):
+            if name in raw:
+                raise reader.fail(
+                    f"spark.{name}",
+                    f"'{name}' does not apply to 'run: submit': spark-submit takes the master from the "
+                    f"Airflow connection '{conn_id or SparkSettings.conn_id}'",
+                    f"remove '{name}' and set the master URL in that connection",
+                )
+    elif conn_id is not None:
+        raise reader.fail(
+            "spark.conn_id",
+            "'conn_id' applies only to 'run: submit' (Spark in the task's process uses no connection)",
+            "add 'run: submit' to submit the batches to a cluster, or remove 'conn_id'",
+        )
+    return SparkSettings(master, remote, run, conn_id or SparkSettings.conn_id)
+
+
 def _views(
     reader: SpecReader, raw: Any, storage: str, sources: dict[str, Source], base: Path
 ) -> dict[str, View]:
@@ -268,12 +303,7 @@ def parse(text: str, file: str) -> PipelineSpec:
     base = Path(file).resolve().parent if not file.startswith("<") else Path.cwd()
     storage = _resolve(base, reader.text(raw, "", "storage") or "")
     schedule = reader.text(raw, "", "schedule", required=False)
-    spark_raw = reader.mapping(raw.get("spark") or {}, "spark")
-    reader.only(spark_raw, "spark", {"master", "remote"})
-    spark = SparkSettings(
-        reader.text(spark_raw, "spark", "master", required=False),
-        reader.text(spark_raw, "spark", "remote", required=False),
-    )
+    spark = _spark(reader, raw.get("spark") or {})
     if "sources" not in raw:
         raise reader.fail("sources", "'sources' is required", "declare the source tables under 'sources:'")
     if "views" not in raw:
