@@ -42,3 +42,10 @@ lint: $(VENV)/.installed
 
 clean:
 	rm -rf lakehouse .airflow spark-warehouse
+
+# System tools some tests need (Debian's chromium for the browser test, docker-compose to
+# validate docker-compose.yaml), installed when missing.
+.PHONY: test-tools
+test: test-tools
+test-tools:
+	scripts/install-test-tools.sh
