@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -78,24 +79,6 @@ class BatchStore:
         )
         return _one_per_batch(rows)
 
-    def histories(self) -> dict[str, list[BatchRecord]]:
-        """The history of every view of the pipeline, from one read of the table."""
-        if not self._exists():
-            return {}
-        from pyspark.sql import functions as F
-
-        rows = (
-            self.spark.read.format("delta")
-            .load(self.path)
-            .where(F.col("pipeline") == self.pipeline)
-            .orderBy("batch_id", "recorded_at")
-            .collect()
-        )
-        by_view: dict[str, list] = {}
-        for row in rows:
-            by_view.setdefault(row["view"], []).append(row)
-        return {view: _one_per_batch(view_rows) for view, view_rows in by_view.items()}
-
     def last(self, view: str) -> BatchRecord | None:
         records = self.history(view)
         return records[-1] if records else None
@@ -139,6 +122,24 @@ class BatchStore:
                 # to create the table. Blind appends never conflict once it exists.
                 if attempt == 2 or "Concurrent" not in str(exc) and "ProtocolChanged" not in str(exc):
                     raise
+
+
+def read_histories(pipeline: str, path: str) -> dict[str, list[BatchRecord]]:
+    """Every view's `BatchStore.history`, read with delta-rs: no JVM, for the report pages.
+
+    `path` is the batch records' table on a local or mounted filesystem.
+    """
+    from deltalake import DeltaTable
+
+    if not (Path(path) / "_delta_log").is_dir():
+        return {}
+    rows = DeltaTable(path).to_pyarrow_table(filters=[("pipeline", "=", pipeline)]).to_pylist()
+    by_view: dict[str, list[dict]] = {}
+    for row in sorted(rows, key=lambda r: (r["batch_id"], r["recorded_at"])):
+        # Arrow gives a MAP column as a list of (key, value) pairs.
+        row.update({c: dict(row[c] or []) for c in ("start_versions", "pinned_versions", "metrics")})
+        by_view.setdefault(row["view"], []).append(row)
+    return {view: _one_per_batch(view_rows) for view, view_rows in by_view.items()}
 
 
 def _one_per_batch(rows: list) -> list[BatchRecord]:

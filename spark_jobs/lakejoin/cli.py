@@ -1,7 +1,9 @@
 """`lakejoin` command line: run batches and show where each view stands.
 
 lakejoin run pipelines/marketplace.yaml [--view NAME] [--full-refresh]
+lakejoin run pipelines/marketplace.yaml --repair-from V|TIMESTAMP [--repair-to V|TIMESTAMP]
 lakejoin status pipelines/marketplace.yaml
+lakejoin report pipelines/marketplace.yaml [--view NAME] [--last N]
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -18,6 +21,9 @@ from rich.table import Table
 from lakejoin.batches import BatchMode
 from lakejoin.errors import LakejoinError
 from lakejoin.spec import PipelineSpec, load_spec
+
+if TYPE_CHECKING:
+    from lakejoin.repair import RepairRange
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -30,10 +36,23 @@ def _parser() -> argparse.ArgumentParser:
         "--full-refresh", action="store_true", help="recompute every key and MERGE the difference"
     )
     run.add_argument(
+        "--repair-from",
+        metavar="V|TIMESTAMP",
+        help="re-derive the keys that source changes from this version or time touched, at the "
+        "last committed versions, without moving the checkpoint",
+    )
+    run.add_argument("--repair-to", metavar="V|TIMESTAMP", help="end of the repair range (default: now)")
+    run.add_argument(
         "--no-checks", action="store_true", help="skip the data-quality checks (not recommended)"
     )
     status = commands.add_parser("status", help="last batch, versions and lag of each view")
     status.add_argument("spec", help="path to the pipeline spec (YAML)")
+    report = commands.add_parser("report", help="write the data-quality report pages and plots")
+    report.add_argument("spec", help="path to the pipeline spec (YAML)")
+    report.add_argument("--view", action="append", help="only this view's pages (repeatable)")
+    report.add_argument(
+        "--last", type=int, default=1, metavar="N", help="rewrite the pages of each view's last N batches"
+    )
     return parser
 
 
@@ -44,7 +63,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         spec = load_spec(args.spec)
         if args.command == "run":
-            return _run(console, spec, args.view, full_refresh=args.full_refresh, checks=not args.no_checks)
+            from lakejoin.repair import RepairRange
+
+            repair = None
+            if args.repair_from or args.repair_to:
+                repair = RepairRange.parse(args.repair_from, args.repair_to)
+            return _run(
+                console,
+                spec,
+                args.view,
+                full_refresh=args.full_refresh,
+                repair=repair,
+                checks=not args.no_checks,
+            )
+        if args.command == "report":
+            return _report(console, spec, args.view, last=args.last)
         return _status(console, spec)
     except LakejoinError as exc:
         console.print(f"[bold red]error[/] {type(exc).__name__}: {exc}", highlight=False, soft_wrap=True)
@@ -52,7 +85,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(
-    console: Console, spec: PipelineSpec, views: list[str] | None, *, full_refresh: bool, checks: bool
+    console: Console,
+    spec: PipelineSpec,
+    views: list[str] | None,
+    *,
+    full_refresh: bool,
+    repair: RepairRange | None = None,
+    checks: bool,
 ) -> int:
     from lakejoin.runner import Phase, run_view
     from lakejoin.session import spark_session
@@ -73,7 +112,9 @@ def _run(
             def step(phase: Phase, task=task, name=name) -> None:  # noqa: ANN001
                 progress.update(task, description=f"{name}: {phase.value}", advance=1)
 
-            summary = run_view(spark, spec, name, full_refresh=full_refresh, checks=checks, on_step=step)
+            summary = run_view(
+                spark, spec, name, full_refresh=full_refresh, repair=repair, checks=checks, on_step=step
+            )
             progress.update(task, completed=len(Phase), description=f"{name}: {summary.outcome.value}")
             summaries.append(summary)
     console.print(summary_table(summaries))
@@ -81,7 +122,29 @@ def _run(
         for topic, note in summary.notes.items():
             console.print(f"[yellow]{summary.view}: {topic} {note}[/]")
         if summary.report:
-            console.print(f"[dim]{summary.view}: data-quality report {summary.report}[/]")
+            page = summary.report.removesuffix(".json") + ".html"
+            shown = page if os.path.exists(page) else summary.report
+            console.print(f"[dim]{summary.view}: data-quality report {shown}[/]")
+    return 0
+
+
+def _report(console: Console, spec: PipelineSpec, views: list[str] | None, *, last: int) -> int:
+    from lakejoin.reports import write_reports
+
+    unknown = [v for v in views or [] if v not in spec.views]
+    if unknown:
+        raise spec.error("views", f"unknown view(s) {unknown}", f"use one of: {', '.join(spec.views)}")
+    names = [v for v in spec.view_order() if not views or v in views]
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task("report pages", total=len(names))
+        index = write_reports(
+            spec,
+            views=names,
+            last=last,
+            on_view=lambda name: progress.update(task, advance=1, description=f"report pages: {name}"),
+        )
+    console.print(f"data-quality reports of pipeline {spec.name}: [bold]{index}[/]")
     return 0
 
 

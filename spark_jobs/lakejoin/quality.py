@@ -2,17 +2,21 @@
 
 Each view kind declares its validations (views/*.py): expectations on the rows the batch wrote
 (keys unique and not null, references that resolve at the pinned versions, list lengths) and on
-the output table at its new version (row counts against the sources).
+the output table at its new version (row counts against the sources). A user suite
+(`expectations/<pipeline>/<view>.json`, see suites.py) runs on the output table too.
 
-Every batch leaves a JSON report under `<storage>/_lakejoin/reports/<view>/`. A failed check
-raises QualityCheckError before the commit, naming the failed expectations and the report.
+Every batch leaves, under `<storage>/_lakejoin/reports/`: a JSON report
+(`<view>/batch-NNNNNN.json`), GE's Data Docs pages of its validations (`data_docs/`), and
+lakejoin's report pages and plots (reports.py). A failed critical check raises
+QualityCheckError before the commit, after the pages are written, naming the failed
+expectations and the report. A failed expectation of severity `warning` is reported only.
 """
 
 from __future__ import annotations
 
 import json
-import os
-from dataclasses import dataclass
+import logging
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,9 +28,13 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from lakejoin.batches import BatchRecord
+    from lakejoin.data_docs import DataDocs, Validated
     from lakejoin.views.base import Validation
 
 FK_RESOLVED = "_lj_fk_resolved"
+USER_SUITE = "user_suite"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -36,6 +44,12 @@ class CheckResult:
     kwargs: dict[str, Any]
     success: bool
     observed: dict[str, Any]
+    severity: str = "critical"
+    data_docs: str | None = None  # GE's page of this check's validation, relative to the reports folder
+
+    @property
+    def blocking(self) -> bool:
+        return not self.success and self.severity == "critical"
 
 
 @dataclass(frozen=True)
@@ -43,51 +57,7 @@ class QualityReport:
     success: bool
     checks: list[CheckResult]
     report_path: str
-
-
-class _Validator:
-    """One ephemeral GE context per process; each validation gets names of its own."""
-
-    _context: Any = None
-    _serial = 0
-
-    @classmethod
-    def validate(cls, frame: DataFrame, name: str, expectations: list[Any]) -> list[CheckResult]:
-        os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
-        import great_expectations as gx
-
-        if cls._context is None:
-            from great_expectations.data_context.types.base import ProgressBarsConfig
-
-            cls._context = gx.get_context(mode="ephemeral")
-            cls._context.variables.progress_bars = ProgressBarsConfig(globally=False)
-        cls._serial += 1
-        unique = f"{name}_{cls._serial}"
-        context = cls._context
-        source = context.data_sources.add_spark(name=f"src_{unique}", persist=False)
-        batch_definition = source.add_dataframe_asset(
-            name=f"asset_{unique}"
-        ).add_batch_definition_whole_dataframe(f"batch_{unique}")
-        suite = context.suites.add(gx.ExpectationSuite(name=f"suite_{unique}", expectations=expectations))
-        definition = context.validation_definitions.add(
-            gx.ValidationDefinition(name=f"validation_{unique}", data=batch_definition, suite=suite)
-        )
-        result = definition.run(batch_parameters={"dataframe": frame})
-        checks = [
-            CheckResult(
-                scope=name,
-                expectation=r.expectation_config.type,
-                kwargs={k: v for k, v in r.expectation_config.kwargs.items() if k != "batch_id"},
-                success=bool(r.success),
-                observed=_jsonable(r.result),
-            )
-            for r in result.results
-        ]
-        return checks
-
-
-def _jsonable(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))
+    page_path: str | None = None
 
 
 def with_key_resolution(
@@ -111,26 +81,99 @@ def with_key_resolution(
 
 
 def check_batch(
-    spec: PipelineSpec, view: View, plan: BatchRecord, validations: list[Validation]
+    spec: PipelineSpec,
+    view: View,
+    plan: BatchRecord,
+    validations: list[Validation],
+    *,
+    output: DataFrame | None = None,
+    metrics: dict[str, int] | None = None,
 ) -> QualityReport:
-    """Run the view's validations; write the report; raise QualityCheckError on a failure."""
-    checks: list[CheckResult] = []
-    for validation in validations:
-        checks += _Validator.validate(validation.rows, validation.scope, validation.expectations)
-    report_path = write_report(spec, view, plan, checks)
-    report = QualityReport(all(c.success for c in checks), checks, report_path)
+    """Run the view's validations and its user suite (on `output`, the output table at its new
+    version); write the report, its Data Docs and pages; raise QualityCheckError on a failed
+    critical check.
+
+    `metrics` (the batch's counts and phase durations so far) go into the report and its page.
+    """
+    from lakejoin.data_docs import DataDocs
+    from lakejoin.suites import user_suite
+    from lakejoin.views.base import Validation
+
+    suite = user_suite(spec, view)
+    if suite is not None and output is None and validations:
+        output = validations[0].rows.sparkSession.read.format("delta").load(view.path)
+    if suite is not None and output is not None:
+        validations = [*validations, Validation(USER_SUITE, output, suite.expectations)]
+    docs = DataDocs.at(reports_root(spec))
+    runs = [docs.validate(view.name, plan.batch_id, v.scope, v.rows, v.expectations) for v in validations]
+    pages = _data_docs(docs, view, plan.batch_id, runs)
+    checks = [check for run, page in zip(runs, pages, strict=True) for check in _checks(run, page)]
+    report_path = write_report(
+        spec, view, plan, checks, metrics=metrics or {}, user_suite=suite.file if suite else None
+    )
+    page_path = _write_pages(spec, view, Path(report_path))
+    report = QualityReport(not any(c.blocking for c in checks), checks, report_path, page_path)
     if not report.success:
         failed = "; ".join(
             f"{c.scope}: {c.expectation}({_brief(c.kwargs)}) observed {_brief(c.observed)}"
             for c in checks
-            if not c.success
+            if c.blocking
         )
+        fix = "the batch was not committed; fix the source data, then rerun with --full-refresh"
+        if suite is not None and any(c.blocking and c.scope == USER_SUITE for c in checks):
+            fix += f" (or, if an expectation is wrong, fix the suite {suite.file})"
         raise QualityCheckError(
             f"batch {plan.batch_id} failed its checks: {failed}",
-            where=f"view '{view.name}', report {report_path}",
-            fix="the batch was not committed; fix the source data, then rerun with --full-refresh",
+            where=f"view '{view.name}', report {page_path or report_path}",
+            fix=fix,
         )
     return report
+
+
+def _data_docs(docs: DataDocs, view: View, batch_id: int, runs: list[Validated]) -> list[str | None]:
+    """GE's Data Docs pages of the runs (relative paths); like the pages, never why a batch fails."""
+    try:
+        docs.prune(view.name, batch_id)
+        return docs.build(runs)
+    except Exception:
+        log.exception("lakejoin: could not build the Data Docs of view '%s', batch %s", view.name, batch_id)
+        return [None] * len(runs)
+
+
+def _checks(run: Validated, page: str | None) -> list[CheckResult]:
+    return [
+        CheckResult(
+            scope=run.scope,
+            expectation=r.expectation_config.type,
+            kwargs={k: v for k, v in r.expectation_config.kwargs.items() if k != "batch_id"},
+            success=bool(r.success),
+            observed=_jsonable({**(r.result or {}), **_exception(r.exception_info)}),
+            severity=_severity(r.expectation_config),
+            data_docs=page,
+        )
+        for r in run.result.results
+    ]
+
+
+def _severity(config: Any) -> str:
+    severity = getattr(config, "severity", None)
+    return str(getattr(severity, "value", severity or "critical"))
+
+
+def _exception(info: Any) -> dict[str, str]:
+    """GE's exception info, flat or per metric, as {"exception": message} when one was raised."""
+    if not isinstance(info, dict):
+        return {}
+    if info.get("raised_exception"):
+        return {"exception": str(info.get("exception_message"))}
+    for nested in info.values():
+        if isinstance(nested, dict) and nested.get("raised_exception"):
+            return {"exception": str(nested.get("exception_message"))}
+    return {}
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
 
 
 def _brief(values: dict[str, Any]) -> str:
@@ -138,24 +181,50 @@ def _brief(values: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in keep.items())[:300]
 
 
+def reports_root(spec: PipelineSpec) -> Path:
+    return Path(spec.state_path) / "reports"
+
+
 def reports_folder(spec: PipelineSpec, view: View) -> Path:
-    return Path(spec.state_path) / "reports" / view.name
+    return reports_root(spec) / view.name
 
 
-def write_report(spec: PipelineSpec, view: View, plan: BatchRecord, checks: list[CheckResult]) -> str:
+def write_report(
+    spec: PipelineSpec,
+    view: View,
+    plan: BatchRecord,
+    checks: list[CheckResult],
+    *,
+    metrics: dict[str, int] | None = None,
+    user_suite: str | None = None,
+) -> str:
     folder = reports_folder(spec, view)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"batch-{plan.batch_id:06d}.json"
     payload = {
         "pipeline": spec.name,
         "view": view.name,
+        "kind": view.kind.value,
         "batch_id": plan.batch_id,
         "mode": plan.mode.value,
         "start_versions": plan.start_versions,
         "pinned_versions": plan.pinned_versions,
         "checked_at": datetime.now(UTC).isoformat(),
-        "success": all(c.success for c in checks),
-        "checks": [c.__dict__ for c in checks],
+        "success": not any(c.blocking for c in checks),
+        "metrics": metrics or {},
+        "user_suite": user_suite,
+        "checks": [asdict(c) for c in checks],
     }
     path.write_text(json.dumps(payload, indent=2, default=str), encoding="utf-8")
     return str(path)
+
+
+def _write_pages(spec: PipelineSpec, view: View, report: Path) -> str | None:
+    """The batch's report page, its view's and pipeline's index; never the reason a batch fails."""
+    from lakejoin import reports
+
+    try:
+        return str(reports.write_batch_pages(spec, view.name, report))
+    except Exception:  # a page that cannot be drawn must not stop the data: log it loudly instead
+        log.exception("lakejoin: could not write the report pages of %s", report)
+        return None

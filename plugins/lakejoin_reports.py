@@ -1,0 +1,162 @@
+"""Airflow plugin: lakejoin's data-quality reports inside the Airflow UI.
+
+- `GET /lakejoin/reports/`: the pipelines (the specs in `$LAKEJOIN_PIPELINES_DIR`), each with a
+  link to its report index;
+- `GET /lakejoin/reports/<pipeline>/`: the pipeline's index, rendered from the batch records
+  and JSON reports as they are now;
+- `GET /lakejoin/reports/<pipeline>/<file>`: the files of that pipeline's reports folder
+  (`<storage>/_lakejoin/reports/`), read-only; a folder serves its `index.html`;
+- a "Data quality" entry in the navigation bar, showing that index inside the UI;
+- a "Data-quality report" extra link on every task of a `lakejoin_<pipeline>` DAG, to the page
+  of the view the task runs.
+
+It serves what the batches already wrote: it imports neither Spark nor Great Expectations.
+Airflow does not authenticate a plugin's FastAPI app, so every route asks for the Airflow login
+itself (the UI's session cookie, or a bearer token) and, under a pipeline, for read access to
+that pipeline's DAG.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path, PurePosixPath
+from urllib.parse import quote
+
+from airflow.api_fastapi.core_api.security import GetUserDep
+from airflow.plugins_manager import AirflowPlugin
+from airflow.sdk import BaseOperatorLink
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+
+from lakejoin.errors import LakejoinError
+from lakejoin.report_pages import document, link, table
+from lakejoin.spec import PipelineSpec, find_specs, load_spec
+
+URL_PREFIX = "/lakejoin"
+DAG_PREFIX = "lakejoin_"
+SERVED = {".html", ".svg", ".json", ".css", ".js", ".png", ".jpg", ".gif", ".ico", ".woff", ".woff2", ".ttf"}
+
+
+def pipelines_dir() -> Path:
+    default = Path(__file__).resolve().parent.parent / "pipelines"
+    return Path(os.environ.get("LAKEJOIN_PIPELINES_DIR", default))
+
+
+def pipeline_specs() -> dict[str, PipelineSpec]:
+    """The pipelines by name; a spec that does not load is left out (its DAG shows the error)."""
+    specs = {}
+    for file in find_specs(pipelines_dir()):
+        try:
+            spec = load_spec(file)
+        except LakejoinError:
+            continue
+        specs[spec.name] = spec
+    return specs
+
+
+def reports_folder(spec: PipelineSpec) -> Path:
+    return Path(spec.state_path).resolve() / "reports"
+
+
+def can_read_dag(dag_id: str, user: object) -> bool:
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
+
+    return get_auth_manager().is_authorized_dag(method="GET", details=DagDetails(id=dag_id), user=user)
+
+
+def reader(request: Request, user: GetUserDep) -> None:
+    """Every route: a logged-in Airflow user; under a pipeline, one who may read its DAG."""
+    pipeline = request.path_params.get("pipeline")
+    if pipeline and not can_read_dag(DAG_PREFIX + pipeline, user):
+        raise HTTPException(status_code=403, detail=f"no read access to DAG {DAG_PREFIX}{pipeline}")
+
+
+app = FastAPI(title="lakejoin data-quality reports", dependencies=[Depends(reader)])
+
+
+@app.get("/reports/", response_class=HTMLResponse)
+def pipelines() -> HTMLResponse:
+    rows = []
+    for name, spec in sorted(pipeline_specs().items()):
+        written = (reports_folder(spec) / "index.html").is_file()
+        rows.append(
+            [
+                link(f"{quote(name)}/", name),
+                "" if written else "no batch has written a report yet",
+            ]
+        )
+    body = "<h1>Data quality</h1>" + table(["pipeline", ""], rows)
+    return HTMLResponse(document("lakejoin data quality", body))
+
+
+@app.get("/reports/{pipeline}")
+def pipeline_without_slash(pipeline: str) -> RedirectResponse:
+    # The index's links are relative: they need the trailing slash.
+    return RedirectResponse(f"{quote(pipeline)}/", status_code=307)
+
+
+@app.get("/reports/{pipeline}/{path:path}", response_model=None)
+def report_file(pipeline: str, path: str) -> Response:
+    spec = pipeline_specs().get(pipeline)
+    if spec is None:
+        raise HTTPException(status_code=404, detail=f"no pipeline named {pipeline!r}")
+    if path in ("", "index.html"):
+        # Rendered now, not served from the file the last batch wrote before its commit.
+        from lakejoin.reports import pipeline_index_page
+
+        return HTMLResponse(pipeline_index_page(spec), headers={"Cache-Control": "no-cache"})
+    root = reports_folder(spec)
+    target = resolve(root, path)
+    if target.is_dir():
+        if path and not path.endswith("/"):
+            return RedirectResponse(f"{quote(PurePosixPath(path).name)}/", status_code=307)
+        target = target / "index.html"
+    if not target.is_file() or target.suffix not in SERVED:
+        raise HTTPException(status_code=404, detail="no such report")
+    return FileResponse(target, headers={"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"})
+
+
+def resolve(root: Path, path: str) -> Path:
+    """`path` inside `root`, or a 404: no `..`, no hidden or internal (`_gx`) part, no way out
+    through a symbolic link."""
+    relative = PurePosixPath(path)
+    parts = relative.parts
+    hidden = any(p in ("..", ".") or p[0] in "._" for p in parts)
+    if relative.is_absolute() or hidden or "\\" in path or "\x00" in path:
+        raise HTTPException(status_code=404, detail="no such report")
+    target = (root / Path(*parts)).resolve() if parts else root
+    if not target.is_relative_to(root):
+        raise HTTPException(status_code=404, detail="no such report")
+    return target
+
+
+class DataQualityReportLink(BaseOperatorLink):
+    """The page of the view a lakejoin task runs (its latest batches); none for other DAGs."""
+
+    name = "Data-quality report"
+
+    def get_link(self, operator, *, ti_key) -> str:  # noqa: ANN001 - Airflow's operator and key types
+        if not ti_key.dag_id.startswith(DAG_PREFIX):
+            return ""
+        from airflow.configuration import conf
+
+        base = (conf.get("api", "base_url", fallback="") or "").rstrip("/")
+        pipeline = ti_key.dag_id.removeprefix(DAG_PREFIX)
+        return f"{base}{URL_PREFIX}/reports/{quote(pipeline)}/{quote(ti_key.task_id)}/index.html"
+
+
+class LakejoinReportsPlugin(AirflowPlugin):
+    name = "lakejoin_reports"
+    fastapi_apps = [{"app": app, "url_prefix": URL_PREFIX, "name": "lakejoin data-quality reports"}]
+    external_views = [
+        {
+            "name": "Data quality",
+            # Relative (no leading slash): the UI resolves it against its own base URL.
+            "href": "lakejoin/reports/",
+            "url_route": "data-quality",
+            "destination": "nav",
+            "category": "browse",
+        }
+    ]
+    global_operator_extra_links = [DataQualityReportLink()]
