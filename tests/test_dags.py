@@ -269,3 +269,56 @@ def test_nothing_new_skips_without_spark_and_a_repair_runs_from_the_form(airflow
     assert {s: repair.pinned_versions[s] for s in sources} == {
         s: checkpoint.pinned_versions[s] for s in sources
     }
+
+
+def test_a_failing_expectation_fails_its_task_and_names_it(airflow_home, spark, capfd):
+    """A user suite's failed expectation fails the task; the task log and the report name it."""
+    import json
+
+    from airflow.utils.state import DagRunState, TaskInstanceState
+    from delta.tables import DeltaTable
+
+    from lakejoin.demo import create_marketplace
+    from lakejoin.quality import reports_folder
+    from lakejoin.spec import load_spec
+
+    spec = load_spec(airflow_home / "pipelines" / "market.yaml")
+    if not DeltaTable.isDeltaTable(spark, spec.sources["products"].path):
+        create_marketplace(spark, str(airflow_home / "lake"))
+    suite = airflow_home / "expectations" / "market" / "listed_products.json"
+    suite.parent.mkdir(parents=True, exist_ok=True)
+    suite.write_text(
+        json.dumps(
+            {
+                "name": "listed_products",
+                "expectations": [
+                    {
+                        "type": "expect_column_values_to_be_between",
+                        "kwargs": {"column": "price", "max_value": 1},
+                    }
+                ],
+            }
+        )
+    )
+    try:
+        run = (
+            dag_bag()
+            .dags["lakejoin_market"]
+            .test(run_conf={"views": ["listed_products"], "full_refresh": True})
+        )
+    finally:
+        suite.unlink()
+    assert run.state == DagRunState.FAILED
+    assert {ti.task_id: ti.state for ti in run.get_task_instances()}[
+        "listed_products"
+    ] == TaskInstanceState.FAILED
+    log = capfd.readouterr()
+    log = log.out + log.err
+    assert "QualityCheckError" in log and "expect_column_values_to_be_between" in log
+    reports = sorted(reports_folder(spec, spec.views["listed_products"]).glob("batch-*.json"))
+    failed = json.loads(reports[-1].read_text())
+    assert failed["success"] is False
+    assert any(
+        c["expectation"] == "expect_column_values_to_be_between" and not c["success"]
+        for c in failed["checks"]
+    )
