@@ -37,7 +37,7 @@ test-fast: install
 	$(BIN)/python -m pytest -p no:cacheprovider -m "unit"
 
 lint: $(VENV)/.installed
-	$(BIN)/ruff check spark_jobs dags tests scripts
+	$(BIN)/ruff check spark_jobs dags tests scripts plugins
 	$(BIN)/mypy
 
 clean:
