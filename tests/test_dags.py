@@ -58,6 +58,21 @@ def airflow_home(tmp_path_factory):
             os.environ[key] = value
 
 
+@pytest.fixture
+def own_pipeline(airflow_home, spark, request):
+    """A pipeline of this test's own (spec, lake and DAG), so no other test's changes reach it."""
+    from lakejoin.demo import create_marketplace
+    from lakejoin.spec import load_spec
+
+    name = request.node.name.removeprefix("test_")[:24].rstrip("_")
+    root = airflow_home / name
+    file = airflow_home / "pipelines" / f"{name}.yaml"
+    file.write_text(marketplace_spec(root).replace("pipeline: market", f"pipeline: {name}"))
+    create_marketplace(spark, str(root / "lake"))
+    yield load_spec(file)
+    file.unlink()
+
+
 def dag_bag():
     from airflow.dag_processing.dagbag import DagBag
 
@@ -223,7 +238,7 @@ def test_a_failing_batch_fails_its_task(airflow_home, spark):
     assert after.batch_id == before.batch_id
 
 
-def test_nothing_new_skips_without_spark_and_a_repair_runs_from_the_form(airflow_home, spark):
+def test_nothing_new_skips_without_spark_and_a_repair_runs_from_the_form(own_pipeline, spark):
     """A run with no new source versions skips every task after reading only the Delta logs;
     a repair from the trigger form re-derives at the checkpoint and leaves it where it was."""
     from airflow.utils.state import DagRunState, TaskInstanceState
@@ -231,20 +246,16 @@ def test_nothing_new_skips_without_spark_and_a_repair_runs_from_the_form(airflow
     from pyspark.sql import functions as F
 
     from lakejoin.batches import BatchMode
-    from lakejoin.demo import create_marketplace
     from lakejoin.runner import batch_store
-    from lakejoin.spec import load_spec
 
-    spec = load_spec(airflow_home / "pipelines" / "market.yaml")
-    if not DeltaTable.isDeltaTable(spark, spec.sources["products"].path):
-        create_marketplace(spark, str(airflow_home / "lake"))
-    dag = dag_bag().dags["lakejoin_market"]
-    assert dag.test().state == DagRunState.SUCCESS  # whatever ran before, every view is now current
+    spec = own_pipeline
+    dag = dag_bag().dags[f"lakejoin_{spec.name}"]
+    assert dag.test().state == DagRunState.SUCCESS
     checkpoint = batch_store(spark, spec).last_committed("display_products")
 
     # Its own process, so no JVM of this test's is around: a skip must not start one.
     idle = subprocess.run(
-        [AIRFLOW, "dags", "test", "lakejoin_market"], capture_output=True, text=True, env=os.environ
+        [AIRFLOW, "dags", "test", f"lakejoin_{spec.name}"], capture_output=True, text=True, env=os.environ
     )
     log = idle.stdout + idle.stderr
     assert idle.returncode == 0, log[-3000:]
@@ -271,21 +282,16 @@ def test_nothing_new_skips_without_spark_and_a_repair_runs_from_the_form(airflow
     }
 
 
-def test_a_failing_expectation_fails_its_task_and_names_it(airflow_home, spark, capfd):
+def test_a_failing_expectation_fails_its_task_and_names_it(own_pipeline, airflow_home, capfd):
     """A user suite's failed expectation fails the task; the task log and the report name it."""
     import json
 
     from airflow.utils.state import DagRunState, TaskInstanceState
-    from delta.tables import DeltaTable
 
-    from lakejoin.demo import create_marketplace
     from lakejoin.quality import reports_folder
-    from lakejoin.spec import load_spec
 
-    spec = load_spec(airflow_home / "pipelines" / "market.yaml")
-    if not DeltaTable.isDeltaTable(spark, spec.sources["products"].path):
-        create_marketplace(spark, str(airflow_home / "lake"))
-    suite = airflow_home / "expectations" / "market" / "listed_products.json"
+    spec = own_pipeline
+    suite = airflow_home / "expectations" / spec.name / "listed_products.json"
     suite.parent.mkdir(parents=True, exist_ok=True)
     suite.write_text(
         json.dumps(
@@ -303,7 +309,7 @@ def test_a_failing_expectation_fails_its_task_and_names_it(airflow_home, spark, 
     try:
         run = (
             dag_bag()
-            .dags["lakejoin_market"]
+            .dags[f"lakejoin_{spec.name}"]
             .test(run_conf={"views": ["listed_products"], "full_refresh": True})
         )
     finally:
