@@ -112,7 +112,7 @@ def main() -> None:
     decisions(spark, spec)
     lakejoin_cli(["status", str(SPEC)])
     console.print(f"batch records: {spec.state_path}/batches (a Delta table; read it with Spark)")
-    console.print(f"data-quality reports: {spec.state_path}/reports/<view>/batch-NNNNNN.json")
+    lakejoin_cli(["report", str(SPEC)])  # the pages as of the last commit; the Airflow plugin serves them
     console.print(f"[bold green]demo finished in {time.monotonic() - started:.0f} s[/]")
 
 
