@@ -128,29 +128,31 @@ def test_a_view_reading_a_view_runs_after_it(airflow_home):
     ]
 
 
-def test_a_broken_spec_is_an_import_error_naming_the_line(airflow_home):
-    broken = airflow_home / "pipelines" / "broken.yaml"
-    broken.write_text(marketplace_spec(airflow_home).replace("how: inner", "how: outer"))
+def import_errors_of(airflow_home, name: str, text: str) -> str:
+    """The DagBag's import errors while the spec `name`.yaml holds `text`."""
+    broken = airflow_home / "pipelines" / f"{name}.yaml"
+    broken.write_text(text)
     try:
-        errors = dag_bag().import_errors
+        return "\n".join(dag_bag().import_errors.values())
     finally:
         broken.unlink()
-    message = "\n".join(errors.values())
+
+
+def test_a_broken_spec_is_an_import_error_naming_the_line(airflow_home):
+    message = import_errors_of(
+        airflow_home, "broken", marketplace_spec(airflow_home).replace("how: inner", "how: outer")
+    )
     assert "broken.yaml:12" in message and "unknown join type 'outer'" in message
 
 
 def test_a_bad_schedule_is_an_import_error_naming_the_line(airflow_home):
-    broken = airflow_home / "pipelines" / "late.yaml"
-    broken.write_text(
+    message = import_errors_of(
+        airflow_home,
+        "late",
         marketplace_spec(airflow_home)
         .replace("pipeline: market", "pipeline: late")
-        .replace('schedule: "@hourly"', 'schedule: "every ten minutes"')
+        .replace('schedule: "@hourly"', 'schedule: "every ten minutes"'),
     )
-    try:
-        errors = dag_bag().import_errors
-    finally:
-        broken.unlink()
-    message = "\n".join(errors.values())
     assert "late.yaml:2" in message and "'every ten minutes' is not a schedule Airflow understands" in message
     assert "use a cron expression" in message
 

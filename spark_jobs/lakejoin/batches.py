@@ -124,7 +124,7 @@ class BatchStore:
                     raise
 
 
-def read_histories(pipeline: str, path: str) -> dict[str, list[BatchRecord]]:
+def read_histories(pipeline: str, path: str, view: str | None = None) -> dict[str, list[BatchRecord]]:
     """Every view's `BatchStore.history`, read with delta-rs: no JVM, for the report pages.
 
     `path` is the batch records' table on a local or mounted filesystem.
@@ -133,7 +133,8 @@ def read_histories(pipeline: str, path: str) -> dict[str, list[BatchRecord]]:
 
     if not (Path(path) / "_delta_log").is_dir():
         return {}
-    rows = DeltaTable(path).to_pyarrow_table(filters=[("pipeline", "=", pipeline)]).to_pylist()
+    filters = [("pipeline", "=", pipeline)] + ([("view", "=", view)] if view else [])
+    rows = DeltaTable(path).to_pyarrow_table(filters=filters).to_pylist()
     by_view: dict[str, list[dict]] = {}
     for row in sorted(rows, key=lambda r: (r["batch_id"], r["recorded_at"])):
         # Arrow gives a MAP column as a list of (key, value) pairs.

@@ -28,7 +28,8 @@ def pending_work(spec: PipelineSpec, view_name: str) -> Pending:
     from lakejoin.runner import view_logic
 
     try:
-        history = read_histories(spec.name, str(Path(spec.state_path) / "batches")).get(view_name, [])
+        records = read_histories(spec.name, str(Path(spec.state_path) / "batches"), view_name)
+        history = records.get(view_name, [])
     except Exception as exc:  # noqa: BLE001 - unreadable records: let the engine say what is wrong
         return Pending(True, f"batch records unreadable without Spark ({type(exc).__name__})")
     if history and history[-1].status is BatchStatus.PLANNED:

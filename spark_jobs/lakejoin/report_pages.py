@@ -101,11 +101,15 @@ def batch_page(report: dict[str, Any], plot: str | None) -> str:
         f"<p>{link('../data_docs/index.html', 'Great Expectations Data Docs (all validations)')}</p>",
     ]
     if plot:
-        body += [
-            "<h2>The view's recent batches</h2><p class=muted>as of its latest report</p>",
-            f'<img class="trends" src="{escape(plot)}" alt="lag, rows changed and duration per batch">',
-        ]
+        body.append(trends("The view's recent batches", plot, "as of its latest report"))
     return document(f"{report['view']} {batch}", "".join(body))
+
+
+def trends(heading: str, plot: str, note: str = "") -> str:
+    """The trends plot (lag, rows changed, duration) under its heading."""
+    shown = f"<p class=muted>{escape(note)}</p>" if note else ""
+    alt = "lag, rows changed and duration per batch"
+    return f'<h2>{escape(heading)}</h2>{shown}<img class="trends" src="{escape(plot)}" alt="{alt}">'
 
 
 def versions_table(report: dict[str, Any]) -> str:
@@ -199,10 +203,7 @@ def view_index(pipeline: str, view: str, kind: str, reports: list[dict[str, Any]
         else "<p class=muted>no batch has been checked yet</p>",
     ]
     if plot:
-        body += [
-            "<h2>Recent batches</h2>",
-            f'<img class="trends" src="{escape(plot)}" alt="lag, rows changed and duration per batch">',
-        ]
+        body.append(trends("Recent batches", plot))
     return document(f"{pipeline} / {view}", "".join(body))
 
 
