@@ -50,6 +50,15 @@ def airflow_home(tmp_path_factory):
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     subprocess.run([AIRFLOW, "db", "migrate"], check=True, capture_output=True, env=os.environ)
+    if "airflow.settings" in sys.modules:
+        # Airflow read its config when another test first imported it (the plugin's tests do):
+        # point this process's metadata DB at the home just migrated.
+        from airflow import settings
+        from airflow.configuration import conf
+
+        conf.set("database", "sql_alchemy_conn", f"sqlite:///{root / 'home' / 'airflow.db'}")
+        settings.configure_vars()
+        settings.configure_orm()
     yield root
     for key, value in saved.items():
         if value is None:
