@@ -11,7 +11,7 @@ export AIRFLOW__CORE__LOAD_EXAMPLES := False
 export AIRFLOW__CORE__DAGS_FOLDER := $(CURDIR)/dags
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install demo test test-fast lint clean
+.PHONY: install demo test test-fast lint clean bench bench-smoke
 
 install: $(VENV)/.delta-jars
 
@@ -37,11 +37,20 @@ test-fast: install
 	$(BIN)/python -m pytest -p no:cacheprovider -m "unit"
 
 lint: $(VENV)/.installed
-	$(BIN)/ruff check spark_jobs dags tests scripts plugins
+	$(BIN)/ruff check spark_jobs dags tests scripts plugins bench
 	$(BIN)/mypy
+	$(BIN)/mypy bench
+
+# Incremental batches against full recompute (issue 6): figures to docs/benchmarks.md.
+# The full matrix takes hours on 2 cores; the smoke run (1.5 M orders, 1 % change) minutes.
+bench: install
+	$(BIN)/python -m bench
+
+bench-smoke: install
+	$(BIN)/python -m bench --smoke
 
 clean:
-	rm -rf lakehouse .airflow spark-warehouse
+	rm -rf lakehouse .airflow spark-warehouse build
 
 # System tools some tests need (Debian's chromium for the browser test, docker-compose to
 # validate docker-compose.yaml), installed when missing.

@@ -1,0 +1,1 @@
+"""The lakejoin benchmark (issue 6): `python -m bench --help`."""

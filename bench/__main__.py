@@ -1,0 +1,103 @@
+"""`python -m bench`: incremental batches against full recompute (issue 6).
+
+    python -m bench                       # the full matrix at 1.5 M and 15 M orders -> docs/benchmarks.md
+    python -m bench --smoke               # 1.5 M orders, 1 % change, the main variants -> build/
+
+Figures go to `<out>/bench/results.jsonl` as they are measured, then `<out>/benchmarks.md` and
+`<out>/bench/benchmark.png`. The exit status is 1 when the correctness gate failed on any batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from bench.changes import Scenario
+from bench.matrix import VARIANTS, Matrix, run_matrix
+
+SMOKE_VARIANTS = ("full", "naive", "inc", "inc_dv", "floor", "per_record")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--smoke", action="store_true", help="1.5 M orders, one rate, the main variants")
+    parser.add_argument("--orders", default="1500000,15000000", help="order counts, comma-separated")
+    parser.add_argument("--rates", default="0.001,0.01,0.1", help="change rates, comma-separated")
+    parser.add_argument("--scenarios", default=",".join(s.value for s in Scenario))
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--out", default="docs", help="where the figures go")
+    parser.add_argument("--work", default="build/bench-lake", help="where the tables go (deleted per size)")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--driver-memory", default="10g")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.orders, args.rates, args.variants = "1500000", "0.01", ",".join(SMOKE_VARIANTS)
+        if args.out == "docs":
+            args.out = "build/bench-smoke"
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from bench.report import write_report
+    from lakejoin.session import spark_session
+
+    args = parse_args(argv)
+    unknown = set(args.variants.split(",")) - set(VARIANTS)
+    if unknown:
+        print(f"unknown variants {sorted(unknown)}: choose from {', '.join(VARIANTS)}", file=sys.stderr)
+        return 2
+    out, work = Path(args.out), Path(args.work)
+    out.mkdir(parents=True, exist_ok=True)
+    results = out / "bench" / "results.jsonl"
+    results.parent.mkdir(parents=True, exist_ok=True)
+    results.unlink(missing_ok=True)
+    matrices = [
+        Matrix(
+            orders=int(orders),
+            rates=tuple(float(r) for r in args.rates.split(",")),
+            scenarios=tuple(Scenario(s) for s in args.scenarios.split(",")),
+            variants=tuple(v for v in VARIANTS if v in args.variants.split(",")),
+            seed=args.seed,
+            vacuum=int(orders) > 2_000_000,
+        )
+        for orders in args.orders.split(",")
+    ]
+    console = Console()
+    spark = spark_session(
+        app_name="lakejoin-bench",
+        extra={"spark.driver.memory": args.driver_memory, "spark.driver.maxResultSize": "4g"},
+    )
+    started = time.perf_counter()
+    failures: list[str] = []
+    steps = sum(len(m.batches) for m in matrices)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} batches"),
+        TimeElapsedColumn(),
+        console=console,
+    ) as progress:
+        task = progress.add_task("starting", total=steps)
+        for matrix in matrices:
+
+            def say(text: str, matrix: Matrix = matrix) -> None:
+                progress.update(task, description=f"{matrix.orders:,} orders: {text}")
+                if text.endswith("correctness gate"):
+                    progress.advance(task)
+
+            failures += run_matrix(spark, matrix, work, results, say)
+    command = "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:])
+    report = write_report(results, out, command=command.strip(), total_seconds=time.perf_counter() - started)
+    console.print(f"figures: {report} ({results})")
+    for failure in failures:
+        console.print(f"[red]correctness gate failed[/red]: {failure}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

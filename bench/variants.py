@@ -1,0 +1,222 @@
+"""The ways of bringing the views up to date that the benchmark runs side by side, each on its
+own copy of the outputs over the same shared sources:
+
+- FULL: recompute every view and overwrite its output;
+- NAIVE: recompute every view and MERGE all of it (lakejoin's --full-refresh);
+- INC: lakejoin's incremental batch, with a given layout of its tables (deletion vectors on or
+  off, the output clustered by its key or not) and fan-out threshold;
+- FLOOR: read the batch's Change Data Feed ranges and append the rows INC produced, nothing
+  else: what any incremental method must at least do.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bench.measure import Stopwatch
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from lakejoin.runner import BatchSummary
+    from lakejoin.spec import PipelineSpec
+
+# lakejoin's phases, and the names the benchmark reports them under.
+PHASES = {
+    "plan": "plan",
+    "changes": "changes",
+    "affected keys": "affected keys",
+    "recompute": "recompute",
+    "write": "merge",
+    "check": "checks",
+    "commit": "commit",
+}
+
+
+@dataclass
+class ViewRun:
+    seconds: float
+    affected: int = 0
+    strategy: str = ""  # enrich in propagate mode: "incremental" or "full"
+    output: tuple[str, int, int] | None = None  # (path, version before, version after)
+    reads: dict[str, tuple[str, int, int]] = field(default_factory=dict)  # source -> (path, first, last)
+
+
+@dataclass
+class Run:
+    phases: dict[str, float]
+    views: dict[str, ViewRun]
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.phases.values())
+
+
+@dataclass(frozen=True)
+class Layout:
+    deletion_vectors: bool = False
+    clustered: bool = False  # OPTIMIZE (liquid clustering by the key) after the first batch
+
+
+@dataclass
+class Variant:
+    name: str
+    storage: Path
+    spec: PipelineSpec
+
+    def view_path(self, view: str) -> str:
+        return self.spec.views[view].path
+
+    def setup(self, spark: SparkSession) -> None:
+        """The first batch, before any change is measured."""
+        self.run(spark)
+
+    def run(self, spark: SparkSession) -> Run:
+        raise NotImplementedError
+
+
+class Full(Variant):
+    def run(self, spark: SparkSession) -> Run:
+        from lakejoin.runner import recompute_view
+
+        watch, views = Stopwatch(), {}
+        for view in self.spec.view_order():
+            start = dict(watch.seconds)
+            with watch.phase("plan"):
+                rows = recompute_view(spark, self.spec, view)
+            with watch.phase("recompute"):
+                rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(
+                    self.view_path(view)
+                )
+            views[view] = ViewRun(sum(watch.seconds.values()) - sum(start.values()))
+        return Run(watch.seconds, views)
+
+
+class Naive(Variant):
+    def setup(self, spark: SparkSession) -> None:
+        from lakejoin.runner import run_view
+
+        for view in self.spec.view_order():
+            run_view(spark, self.spec, view, full_refresh=True, checks=False)
+
+    def run(self, spark: SparkSession) -> Run:
+        from lakejoin.runner import recompute_view, view_logic
+        from lakejoin.sink import merge_full
+
+        watch, views = Stopwatch(), {}
+        for view in self.spec.view_order():
+            start = sum(watch.seconds.values())
+            with watch.phase("plan"):
+                rows = recompute_view(spark, self.spec, view)
+                keys = list(view_logic(self.spec, self.spec.views[view]).output_key)
+            with watch.phase("merge"):
+                merge_full(spark, self.view_path(view), rows, keys)
+            views[view] = ViewRun(sum(watch.seconds.values()) - start)
+        return Run(watch.seconds, views)
+
+
+@dataclass
+class Incremental(Variant):
+    layout: Layout = field(default_factory=Layout)
+
+    def setup(self, spark: SparkSession) -> None:
+        from lakejoin.runner import run_view
+
+        for view in self.spec.view_order():
+            run_view(spark, self.spec, view, checks=False)
+        for log in self.storage.rglob("_delta_log"):
+            table = f"delta.`{log.parent}`"
+            if self.layout.deletion_vectors:
+                spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+            if self.layout.clustered:
+                spark.sql(f"OPTIMIZE {table}")
+
+    def run(self, spark: SparkSession) -> Run:
+        from lakejoin.runner import run_view
+
+        phases: dict[str, float] = {}
+        views = {}
+        for view in self.spec.view_order():
+            started = time.perf_counter()
+            summary = run_view(spark, self.spec, view)
+            wall = time.perf_counter() - started
+            for phase, seconds in summary.phase_seconds.items():
+                name = PHASES.get(phase, phase)
+                phases[name] = phases.get(name, 0.0) + seconds
+            # A view with nothing to do still planned (its phase times are not recorded then).
+            phases["plan"] = phases.get("plan", 0.0) + wall - sum(summary.phase_seconds.values())
+            views[view] = self.view_run(view, summary, wall)
+        return Run(phases, views)
+
+    def view_run(self, view: str, summary: BatchSummary, wall: float) -> ViewRun:
+        metrics = summary.kind_metrics
+        strategy = ""
+        if "full_recompute" in metrics:
+            strategy = "full" if metrics["full_recompute"] else "incremental"
+        spec_view = self.spec.views[view]
+        reads = {
+            name: (self.spec.sources[name].path, summary.start_versions.get(name, -1) + 1, last)
+            for name, last in summary.pinned_versions.items()
+            if name in self.spec.sources and name in spec_view.inputs
+        }
+        run = ViewRun(wall, summary.affected_keys, strategy, reads=reads)
+        if summary.output_version is not None and summary.output_applied:
+            before = _version_before(summary)
+            run.output = (spec_view.path, before, summary.output_version)
+        return run
+
+
+def _version_before(summary: BatchSummary) -> int:
+    """The output's version before this batch's MERGE (the MERGE is one commit)."""
+    assert summary.output_version is not None
+    return summary.output_version - 1
+
+
+@dataclass
+class Floor(Variant):
+    """Reads what INC read and appends what INC wrote: the cost no incremental method avoids."""
+
+    def setup(self, spark: SparkSession) -> None:
+        self.storage.mkdir(parents=True, exist_ok=True)
+
+    def prepare(self, spark: SparkSession, inc: Run) -> dict[str, DataFrame]:
+        """The rows INC wrote in this batch, by view, materialised before the clock starts."""
+        from lakejoin.changes import CDF_COLUMNS, read_change_feed
+
+        rows = {}
+        for view, run in inc.views.items():
+            if run.output is None or run.output[2] <= run.output[1]:
+                continue
+            path, before, after = run.output
+            feed = read_change_feed(spark, path, before + 1, after).where("_change_type != 'update_preimage'")
+            # A table with its own Change Data Feed refuses columns named like the feed's.
+            feed = feed.toDF(*[c.lstrip("_") if c in CDF_COLUMNS else c for c in feed.columns])
+            rows[view] = feed.localCheckpoint()
+            rows[view].count()
+        return rows
+
+    def run_floor(self, spark: SparkSession, inc: Run, precomputed: dict[str, DataFrame]) -> tuple[Run, int]:
+        from lakejoin.changes import read_change_feed
+
+        watch, cdf_rows = Stopwatch(), 0
+        with watch.phase("changes"):
+            for run in inc.views.values():
+                for path, first, last in run.reads.values():
+                    if first <= last:
+                        cdf_rows += read_change_feed(spark, path, first, last).count()
+        with watch.phase("merge"):
+            for view, rows in precomputed.items():
+                rows.write.format("delta").mode("append").option("mergeSchema", "true").save(
+                    str(self.storage / view)
+                )
+        return Run(watch.seconds, {}), cdf_rows
+
+
+def spec_for(name: str, storage: Path, sources: dict[str, str], threshold: float = 0.2) -> PipelineSpec:
+    from bench.tables import spec_text
+    from lakejoin.spec import parse_spec
+
+    return parse_spec(spec_text(name, storage, sources, threshold), file=f"<bench {name}>")
