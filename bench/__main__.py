@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"unknown variants {sorted(unknown)}: choose from {', '.join(VARIANTS)}", file=sys.stderr)
         return 2
-    out, work = Path(args.out), Path(args.work)
+    out, work = Path(args.out), Path(args.work).resolve()
     out.mkdir(parents=True, exist_ok=True)
     results = out / "bench" / "results.jsonl"
     results.parent.mkdir(parents=True, exist_ok=True)
