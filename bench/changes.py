@@ -61,6 +61,7 @@ class ChangeMaker:
             "orders": self.sizes.orders,
             "orders_skewed": self.sizes.orders,
             "products": self.sizes.products,
+            "tags": self.sizes.tags,
         }
 
     def fresh(self, table: str, ids: DataFrame, batch: int) -> DataFrame:

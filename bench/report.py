@@ -132,7 +132,13 @@ def fanout_decisions(
         chosen = v["inc"]["views"].get(FANOUT_VIEW, {}).get("strategy")
         inc_t = v["inc_nofallback"]["views"].get(FANOUT_VIEW, {}).get("seconds")
         full_t = v["inc_alwaysfull"]["views"].get(FANOUT_VIEW, {}).get("seconds")
-        if chosen and inc_t is not None and full_t is not None:
+        # Judged only where there was a choice: a dimension change reached some facts, so the
+        # pinned variants really took different strategies.
+        pinned = (
+            v["inc_nofallback"]["views"].get(FANOUT_VIEW, {}).get("strategy"),
+            v["inc_alwaysfull"]["views"].get(FANOUT_VIEW, {}).get("strategy"),
+        )
+        if chosen and inc_t is not None and full_t is not None and pinned == ("incremental", "full"):
             decisions.append((orders, batch, v["inc"], chosen, inc_t, full_t))
     return decisions
 

@@ -129,7 +129,7 @@ class Incremental(Variant):
             run_view(spark, self.spec, view, checks=False)
         for log in self.storage.rglob("_delta_log"):
             table = f"delta.`{log.parent}`"
-            if self.layout.deletion_vectors:
+            if self.layout.deletion_vectors and log.parent.name != "batches":
                 spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
             if self.layout.clustered:
                 spark.sql(f"OPTIMIZE {table}")

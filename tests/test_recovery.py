@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from lakejoin.batches import BatchMode, BatchStatus, BatchStore
+from lakejoin.batches import BatchMode, BatchStatus, BatchStore, read_histories
 from lakejoin.errors import QualityCheckError
 from lakejoin.runner import BatchOutcome, batch_store, routing_index_path
 from lakejoin.sources import latest_version
@@ -241,3 +241,19 @@ def test_a_plan_whose_checks_keep_failing_stays_planned_until_a_full_refresh(lak
     following = lake.run(spec, checks=False)
     assert (following.batch_id, following.mode) == (4, BatchMode.INCREMENTAL)
     assert lake.output(spec) == lake.expected(spec)
+
+
+def test_batch_records_stay_readable_without_spark_when_deletion_vectors_are_the_default(lake):
+    """delta-rs (the Airflow skip check, the report pages) cannot read deletion vectors. The batch
+    records are append-only, so lakejoin creates them without, whatever the session's default."""
+    spec = seeded(lake)
+    default = "spark.databricks.delta.properties.defaults.enableDeletionVectors"
+    lake.spark.conf.set(default, "true")
+    try:
+        lake.run(spec, checks=False)
+    finally:
+        lake.spark.conf.unset(default)
+
+    histories = read_histories(spec.name, batch_store(lake.spark, spec).path)
+
+    assert [(r.batch_id, r.status) for r in histories[VIEW]] == [(1, BatchStatus.COMMITTED)]

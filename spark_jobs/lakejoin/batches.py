@@ -112,6 +112,9 @@ class BatchStore:
                 (
                     frame.write.format("delta")
                     .mode("append")
+                    # Append-only, so deletion vectors would buy nothing, and the no-Spark
+                    # readers (pending.py, reports) use delta-rs, which cannot read them.
+                    .option("delta.enableDeletionVectors", "false")
                     .option("txnAppId", f"lakejoin.{self.pipeline}.{record.view}.batches")
                     .option("txnVersion", txn_version)
                     .save(self.path)

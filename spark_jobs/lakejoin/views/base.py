@@ -90,6 +90,28 @@ class BatchContext:
                 fix="deduplicate the source table (one row per key), or declare another key column",
             )
 
+    def rows_of(self, source: Source, keys: DataFrame, changes: DataFrame) -> DataFrame:
+        """The rows of `source` at the pinned version whose key is in `keys` (a column named like
+        the source's key), materialised.
+
+        A key that changed in this batch takes its row from `changes` (its net change, which is
+        its row as of the pin), so only the keys that did not change are looked up in the
+        snapshot, and the snapshot is not read at all when there are none: a batch of fact
+        changes alone never scans the fact table.
+        """
+        from pyspark.sql import functions as F
+
+        from lakejoin.changes import CHANGE, ChangeKind
+
+        key = source.key
+        columns = self.snapshot(source).columns
+        changed = changes.where(F.col(CHANGE) == ChangeKind.UPSERT.value).select(*columns)
+        rest = keys.join(changes.select(key), on=key, how="left_anti").localCheckpoint()
+        if rest.limit(1).count():
+            unchanged = self.snapshot(source).join(F.broadcast(rest), on=key, how="left_semi")
+            changed = changed.unionByName(unchanged)
+        return changed.localCheckpoint()
+
     def whole_source(self, source: Source) -> DataFrame:
         """The pinned snapshot, checked for null and duplicate keys (a full recompute reads it all)."""
         rows = self.snapshot(source)

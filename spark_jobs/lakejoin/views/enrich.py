@@ -163,8 +163,6 @@ class EnrichView(ViewKindLogic):
     # --- recompute -------------------------------------------------------------------------
 
     def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
-        from pyspark.sql import functions as F
-
         affected: DataFrame | None = None
         if changes is not None:
             keys = changes[self.fact.name].select(self.fact.key)
@@ -179,9 +177,8 @@ class EnrichView(ViewKindLogic):
         if affected is None:
             fact_rows = ctx.whole_source(self.fact)
         else:
-            fact_rows = (
-                ctx.snapshot(self.fact).join(F.broadcast(affected), on=self.fact.key, how="left_semi")
-            ).localCheckpoint()
+            assert changes is not None
+            fact_rows = ctx.rows_of(self.fact, affected, changes[self.fact.name])
         ctx.require_unique(fact_rows, self.fact)
         dimensions = [
             self._dimension_rows(ctx, d, fact_rows, whole=affected is None) for d in self.enrich.dimensions

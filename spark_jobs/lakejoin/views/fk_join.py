@@ -97,10 +97,8 @@ class FkJoinView(ViewKindLogic):
                 F.col(routing.LEFT_KEY).alias(self.left.key)
             )
             affected = affected_keys(changes[self.left.name], routed, self.left.key).localCheckpoint()
-            # Materialise the few affected rows once: the checks, the join and the routes reuse them.
-            left_rows = (
-                ctx.snapshot(self.left).join(F.broadcast(affected), on=self.left.key, how="left_semi")
-            ).localCheckpoint()
+            # Materialised once: the checks, the join and the routes reuse them.
+            left_rows = ctx.rows_of(self.left, affected, changes[self.left.name])
             right_rows = referenced_right_rows(
                 ctx.snapshot(self.right), left_rows, self.join.fk, self.right.key
             ).localCheckpoint()

@@ -148,11 +148,7 @@ class ListJoinView(ViewKindLogic):
         )
         affected = changed_keys.union(routed).distinct().localCheckpoint()
 
-        left_rows = (
-            ctx.snapshot(self.left)
-            .join(F.broadcast(affected.withColumnRenamed(LEFT_KEY, key)), on=key, how="left_semi")
-            .localCheckpoint()
-        )
+        left_rows = ctx.rows_of(self.left, affected.withColumnRenamed(LEFT_KEY, key), left_changed)
         ctx.require_unique(left_rows, self.left)
         new_composite = composite_rows(left_rows, self.join, key).localCheckpoint()
         old_composite = state.join(F.broadcast(affected), on=LEFT_KEY, how="left_semi")
