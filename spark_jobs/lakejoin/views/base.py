@@ -96,19 +96,22 @@ class BatchContext:
 
         A key that changed in this batch takes its row from `changes` (its net change, which is
         its row as of the pin), so only the keys that did not change are looked up in the
-        snapshot, and the snapshot is not read at all when there are none: a batch of fact
-        changes alone never scans the fact table.
+        snapshot, and the snapshot's rows are not read at all when there are none: a batch of
+        fact changes alone reads only the fact table's key column.
         """
         from pyspark.sql import functions as F
 
         from lakejoin.changes import CHANGE, ChangeKind
 
         key = source.key
-        columns = self.snapshot(source).columns
-        changed = changes.where(F.col(CHANGE) == ChangeKind.UPSERT.value).select(*columns)
+        snapshot = self.snapshot(source)
+        # A net change holds one row per key, so it cannot show a key the source holds twice:
+        # that check reads the key column alone, not the rows.
+        self.require_unique(snapshot.select(key).join(F.broadcast(keys), on=key, how="left_semi"), source)
+        changed = changes.where(F.col(CHANGE) == ChangeKind.UPSERT.value).select(*snapshot.columns)
         rest = keys.join(changes.select(key), on=key, how="left_anti").localCheckpoint()
         if rest.limit(1).count():
-            unchanged = self.snapshot(source).join(F.broadcast(rest), on=key, how="left_semi")
+            unchanged = snapshot.join(F.broadcast(rest), on=key, how="left_semi")
             changed = changed.unionByName(unchanged)
         return changed.localCheckpoint()
 
