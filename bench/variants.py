@@ -57,7 +57,7 @@ class Run:
 
 @dataclass(frozen=True)
 class Layout:
-    deletion_vectors: bool = False
+    deletion_vectors: bool = True  # lakejoin's default for the tables it creates
     clustered: bool = False  # OPTIMIZE (liquid clustering by the key) after the first batch
 
 
@@ -129,8 +129,8 @@ class Incremental(Variant):
             run_view(spark, self.spec, view, checks=False)
         for log in self.storage.rglob("_delta_log"):
             table = f"delta.`{log.parent}`"
-            if self.layout.deletion_vectors and log.parent.name != "batches":
-                spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+            if not self.layout.deletion_vectors and log.parent.name != "batches":
+                spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')")
             if self.layout.clustered:
                 spark.sql(f"OPTIMIZE {table}")
 

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lakejoin.batches import BatchStatus
-from lakejoin.runner import FAILPOINT, BatchSummary, batch_store, run_view
+from lakejoin.batches import FAILPOINT, BatchStatus
+from lakejoin.runner import BatchSummary, batch_store, run_view
 from lakejoin.spec import JoinHow, PipelineSpec, load_spec
 
 PRODUCTS = "product_id STRING, name STRING, price DOUBLE, merchant_id STRING"
@@ -304,10 +304,13 @@ def enrich_oracle(lake: Lakehouse, spec: PipelineSpec, view: str) -> list[dict]:
 CLI_TIMEOUT = 480  # a cold Spark JVM on a busy 2-core machine
 
 
-def run_cli_with_failpoint(spec_file: str) -> subprocess.CompletedProcess:
-    """`lakejoin run` in its own JVM, SIGKILLed right after a batch's output MERGE."""
+def run_cli_with_failpoint(
+    spec_file: str, failpoint: str = "after_output_merge"
+) -> subprocess.CompletedProcess:
+    """`lakejoin run` in its own JVM, SIGKILLed at the failpoint (by default right after a batch's
+    output write)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_GATEWAY")}
-    env.update({FAILPOINT: "after_output_merge", "GX_ANALYTICS_ENABLED": "False"})
+    env.update({FAILPOINT: failpoint, "GX_ANALYTICS_ENABLED": "False"})
     return subprocess.run(
         [sys.executable, "-m", "lakejoin.cli", "run", spec_file],
         env=env,

@@ -18,7 +18,7 @@ import pytest
 
 from lakejoin.batches import BatchMode, BatchStatus, BatchStore, read_histories
 from lakejoin.errors import QualityCheckError
-from lakejoin.runner import BatchOutcome, batch_store, routing_index_path
+from lakejoin.runner import BatchOutcome, batch_store, committed_output_version, routing_index_path
 from lakejoin.sources import latest_version
 from tests.lakehouse import MERCHANTS, PRODUCTS, Lakehouse, fk_join_oracle, run_cli_with_failpoint
 
@@ -204,6 +204,45 @@ def test_a_batch_killed_after_its_output_merge_is_retried_on_its_pinned_versions
     assert len(set(keys_of(out))) == len(out)
 
 
+def test_a_batch_killed_between_its_output_update_and_its_inserts_appends_them_once_on_retry(lake):
+    """The output takes two commits: a MERGE of the keys it holds, then an append of the new
+    ones. A crash between them leaves the last committed batch where it was, so a view reading
+    this one still pins the old output; the retry skips the MERGE and appends the new rows."""
+    spec = seeded(lake)
+    store = BatchStore(lake.spark, spec.name, batch_store(lake.spark, spec).path)
+    output_path = spec.views[VIEW].path
+    lake.run(spec, checks=False)
+    lake.upsert("products", "product_id", [("p1", "pen", 1.5, "m1"), ("p6", "cap", 6.0, "m3")])
+    before = versions(lake, spec)
+
+    crashed = run_cli_with_failpoint(spec.file, "between_update_and_insert")
+
+    assert crashed.returncode == -signal.SIGKILL, crashed.stdout + crashed.stderr
+    after_crash = versions(lake, spec)
+    assert after_crash["output"] == before["output"] + 1
+    assert operations(lake, output_path)[-1] == (after_crash["output"], "MERGE")
+    assert "p6" not in keys_of(lake.output(spec))
+    committed = store.last_committed(VIEW)
+    assert committed is not None and committed.batch_id == 1
+    assert committed_output_version(committed) == before["output"]  # what a downstream view pins
+
+    retry = lake.run(spec, checks=False)
+
+    assert retry.retried and retry.batch_id == 2 and retry.inserted == 1
+    assert retry.output_applied is True
+    assert [op for _, op in operations(lake, output_path)][-2:] == ["MERGE", "WRITE"]
+    out = lake.output(spec)
+    assert out == lake.expected(spec)
+    assert sorted(keys_of(out)) == ["p1", "p2", "p3", "p4", "p5", "p6"]
+    committed = store.last_committed(VIEW)
+    assert committed is not None and committed.batch_id == 2
+    assert committed_output_version(committed) == after_crash["output"] + 1
+
+    again = lake.run(spec, checks=False)
+    assert again.outcome is BatchOutcome.SKIPPED
+    assert versions(lake, spec)["output"] == after_crash["output"] + 1
+
+
 # --- a plan whose checks keep failing ----------------------------------------------------------
 
 
@@ -257,3 +296,40 @@ def test_batch_records_stay_readable_without_spark_when_deletion_vectors_are_the
     histories = read_histories(spec.name, batch_store(lake.spark, spec).path)
 
     assert [(r.batch_id, r.status) for r in histories[VIEW]] == [(1, BatchStatus.COMMITTED)]
+    assert deletion_vectors(lake, batch_store(lake.spark, spec).path) == "false"
+
+
+def test_output_and_routing_index_are_created_with_deletion_vectors_unless_the_session_says_no(lake):
+    """A batch's MERGE marks replaced rows in a deletion vector instead of rewriting every file a
+    random key touches; a session whose Delta default for new tables turns them off is obeyed."""
+    spec = seeded(lake)
+    lake.run(spec, checks=False)
+    change_everything_once(lake)
+    lake.run(spec, checks=False)
+    output, routing = spec.views[VIEW].path, routing_index_path(spec, spec.views[VIEW])
+
+    assert deletion_vectors(lake, output) == deletion_vectors(lake, routing) == "true"
+    assert lake.output(spec) == lake.expected(spec)
+    merge = lake.spark.sql(f"DESCRIBE HISTORY delta.`{output}` LIMIT 1").first()
+    assert merge is not None and merge["operation"] == "MERGE"
+    assert int(merge["operationMetrics"].get("numTargetRowsCopied", "0")) == 0
+
+    other = "display_products_again"
+    spec = lake.spec(
+        extra=f"  {other}:\n    fk_join: {{left: products, right: merchants, fk: merchant_id, how: left,"
+        " right_columns: [display_name, photo_url]}\n"
+    )
+    default = "spark.databricks.delta.properties.defaults.enableDeletionVectors"
+    lake.spark.conf.set(default, "false")
+    try:
+        lake.run(spec, other, checks=False)
+    finally:
+        lake.spark.conf.unset(default)
+    assert deletion_vectors(lake, spec.views[other].path) == "false"
+    assert lake.output(spec, other) == lake.expected(spec, other)
+
+
+def deletion_vectors(lake: Lakehouse, path: str) -> str:
+    detail = lake.spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()
+    assert detail is not None
+    return str(detail["properties"].get("delta.enableDeletionVectors"))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import enum
 import json
+import os
+import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -170,16 +172,39 @@ def _from_row(row) -> BatchRecord:  # noqa: ANN001 - pyspark Row
     )
 
 
+FAILPOINT = "LAKEJOIN_FAILPOINT"
+TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+
+
 @contextmanager
 def idempotent(spark: SparkSession, app_id: str, txn_version: int) -> Iterator[None]:
-    """Make the one Delta write inside this block apply at most once per (app_id, version).
+    """Make each Delta write inside this block apply at most once per (app_id, version) and
+    table; a block inside another restores the outer one's pair when it ends.
 
     Delta records the pair in the table's log; a retry of the same batch skips the write.
     """
-    spark.conf.set("spark.databricks.delta.write.txnAppId", app_id)
-    spark.conf.set("spark.databricks.delta.write.txnVersion", str(txn_version))
+    outer = current_txn(spark)
+    spark.conf.set(TXN_APP_ID, app_id)
+    spark.conf.set(TXN_VERSION, str(txn_version))
     try:
         yield
     finally:
-        spark.conf.unset("spark.databricks.delta.write.txnAppId")
-        spark.conf.unset("spark.databricks.delta.write.txnVersion")
+        if outer is None:
+            spark.conf.unset(TXN_APP_ID)
+            spark.conf.unset(TXN_VERSION)
+        else:
+            spark.conf.set(TXN_APP_ID, outer[0])
+            spark.conf.set(TXN_VERSION, str(outer[1]))
+
+
+def current_txn(spark: SparkSession) -> tuple[str, int] | None:
+    """The (app_id, version) of the `idempotent` block the session is in, if any."""
+    app_id, version = spark.conf.get(TXN_APP_ID, None), spark.conf.get(TXN_VERSION, None)
+    return (app_id, int(version)) if app_id and version else None
+
+
+def failpoint(name: str) -> None:
+    """Test hook: `LAKEJOIN_FAILPOINT=<name>` kills the process here, as a crash would."""
+    if os.environ.get(FAILPOINT) == name:
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -43,7 +43,9 @@ def pending_work(spec: PipelineSpec, view_name: str) -> Pending:
     newer = []
     for source in view_logic(spec, spec.views[view_name]).change_sources:
         try:
-            latest = _latest_version(source.path)
+            latest = (
+                _latest_version(source.path) if source.upstream is None else _committed(spec, source.upstream)
+            )
         except Exception as exc:  # noqa: BLE001 - a missing or unreadable source: let the engine explain
             return Pending(True, f"source '{source.name}' unreadable without Spark ({type(exc).__name__})")
         if latest != last.pinned_versions.get(source.name):
@@ -52,6 +54,18 @@ def pending_work(spec: PipelineSpec, view_name: str) -> Pending:
         return Pending(True, "new versions: " + ", ".join(newer))
     read = ", ".join(f"{k}@{v}" for k, v in sorted(last.pinned_versions.items()) if not k.startswith("_"))
     return Pending(False, f"no new versions since batch {last.batch_id}: {read}")
+
+
+def _committed(spec: PipelineSpec, upstream: str) -> int:
+    """The output version of the upstream view's last committed batch: what a batch would pin
+    (runner.Batch._latest)."""
+    from lakejoin.runner import committed_output_version
+
+    history = read_histories(spec.name, str(Path(spec.state_path) / "batches"), upstream).get(upstream, [])
+    committed = [r for r in history if r.status is BatchStatus.COMMITTED]
+    if not committed or committed_output_version(committed[-1]) < 0:
+        return _latest_version(spec.sources[upstream].path)
+    return committed_output_version(committed[-1])
 
 
 def _latest_version(path: str) -> int:

@@ -40,11 +40,12 @@ def routed_left_keys(index: DataFrame, changed_right_keys: DataFrame, right_key:
 
 
 def ensure_index(spark: SparkSession, path: str, left_type: DataType, right_type: DataType) -> None:
-    from delta.tables import DeltaTable
     from pyspark.sql.types import StructField, StructType
 
+    from lakejoin.sink import ensure_keyed_table
+
     schema = StructType([StructField(RIGHT_KEY, right_type, True), StructField(LEFT_KEY, left_type, False)])
-    (DeltaTable.createIfNotExists(spark).location(path).addColumns(schema).clusterBy(RIGHT_KEY).execute())
+    ensure_keyed_table(spark, path, schema, [RIGHT_KEY])
 
 
 def update_index(spark: SparkSession, path: str, new_routes: DataFrame, *, full: bool) -> None:
@@ -52,24 +53,12 @@ def update_index(spark: SparkSession, path: str, new_routes: DataFrame, *, full:
 
     `new_routes` has one row per affected left key; a null right key means "no route".
     """
-    from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
-    index = DeltaTable.forPath(spark, path)
-    target, source = F.col(f"t.{RIGHT_KEY}"), F.col(f"s.{RIGHT_KEY}")
-    merge = (
-        index.alias("t")
-        .merge(new_routes.alias("s"), F.col(f"t.{LEFT_KEY}") == F.col(f"s.{LEFT_KEY}"))
-        .whenMatchedDelete(condition=source.isNull())
-        .whenMatchedUpdate(condition=~target.eqNullSafe(source), set={RIGHT_KEY: source})
-        .whenNotMatchedInsert(
-            condition=source.isNotNull(),
-            values={RIGHT_KEY: source, LEFT_KEY: F.col(f"s.{LEFT_KEY}")},
-        )
-    )
-    if full:
-        merge = merge.whenNotMatchedBySourceDelete()
-    merge.execute()
+    from lakejoin.sink import KEEP, merge_by_key
+
+    source = new_routes.withColumn(KEEP, F.col(RIGHT_KEY).isNotNull())
+    merge_by_key(spark, path, source, [LEFT_KEY], [RIGHT_KEY, LEFT_KEY], full=full)
 
 
 def refresh_routes(

@@ -9,8 +9,6 @@ recompute, write, check, commit.
 from __future__ import annotations
 
 import enum
-import os
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -18,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakejoin import quality
-from lakejoin.batches import BatchMode, BatchRecord, BatchStatus, BatchStore, idempotent
+from lakejoin.batches import BatchMode, BatchRecord, BatchStatus, BatchStore, failpoint, idempotent
 from lakejoin.changes import net_changes, no_changes, read_change_feed, translate_read_error
 from lakejoin.errors import BatchStateError, KeyConflictError, NullKeyError, RepairError, SourceError
 from lakejoin.repair import RepairRange, repair_changes
@@ -30,8 +28,6 @@ from lakejoin.views.base import BatchContext, ViewKindLogic
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-FAILPOINT = "LAKEJOIN_FAILPOINT"
 
 
 class Phase(enum.Enum):
@@ -141,6 +137,11 @@ def recompute_view(spark: SparkSession, spec: PipelineSpec, view_name: str) -> D
     record = BatchRecord(view_name, 0, BatchStatus.PLANNED, BatchMode.FULL_REFRESH, {}, pinned)
     ctx = BatchContext(spark, spec, view, record, batch.routing_path)
     return batch.kind.rebuild(ctx, None).rows
+
+
+def committed_output_version(record: BatchRecord) -> int:
+    """The output version a committed batch left (recorded in its metrics; -1 when unknown)."""
+    return int(record.metrics.get("output_version", -1))
 
 
 def view_logic(spec: PipelineSpec, view: View) -> ViewKindLogic:
@@ -283,16 +284,21 @@ class _Batch:
         return record
 
     def _latest(self, source: Source) -> int:
-        from delta.tables import DeltaTable
-
-        if source.upstream is not None and not DeltaTable.isDeltaTable(self.spark, source.path):
+        """The version to pin: a table's newest, or for another view's output the version its
+        last committed batch left, so a view never reads a batch that is still writing (the
+        output takes two commits) or whose checks failed."""
+        if source.upstream is None:
+            return latest_version(self.spark, source.path, role=self._where(source))
+        committed = self.store.last_committed(source.upstream)
+        if committed is None:
             raise SourceError(
-                f"it reads view '{source.upstream}', whose output {source.path} does not exist yet",
+                f"it reads view '{source.upstream}', which has no committed batch yet",
                 where=f"view '{self.view.name}'",
                 fix=f"run view '{source.upstream}' first (a run of the whole pipeline orders views "
                 "by dependency): lakejoin run SPEC",
             )
-        return latest_version(self.spark, source.path, role=self._where(source))
+        version = committed_output_version(committed)
+        return version if version >= 0 else latest_version(self.spark, source.path, role=self._where(source))
 
     def _state_versions(self) -> dict[str, int]:
         """The current version of each of the view's state tables (-1: not created yet)."""
@@ -352,7 +358,7 @@ class _Batch:
 
         self._enter(Phase.WRITE)
         self._write_output(plan, recomputed, rebuilt.affected)
-        _failpoint("after_output_merge")
+        failpoint("after_output_merge")
         if plan.mode is not BatchMode.REPAIR:  # state is already at the pins a repair shares
             app_id = f"lakejoin.{self.spec.name}.{self.view.name}.routing"
             with idempotent(self.spark, app_id, plan.batch_id):
@@ -437,9 +443,3 @@ class _Batch:
         if counts.applied:
             self.summary.unchanged_skipped = self.summary.recomputed_rows - counts.inserted - counts.updated
         self.summary.output_version = latest_version(self.spark, self.view.path, role=where)
-
-
-def _failpoint(name: str) -> None:
-    """Test hook: `LAKEJOIN_FAILPOINT=<name>` kills the process here, as a crash would."""
-    if os.environ.get(FAILPOINT) == name:
-        os.kill(os.getpid(), signal.SIGKILL)

@@ -14,6 +14,12 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 PRESENT = "_lj_present"
+KEEP = "_lj_keep"  # merge_by_key: false deletes the row's key
+# Above this many keys a batch takes one MERGE: its rows are too many to broadcast from a
+# driver with Spark's default memory, and a shuffle of the table is then the cheaper join anyway.
+SPLIT_MERGE_MAX_KEYS = 500_000
+# Delta's own default for new tables; when a session sets it, lakejoin follows it.
+DV_DEFAULT = "spark.databricks.delta.properties.defaults.enableDeletionVectors"
 
 
 @dataclass(frozen=True)
@@ -24,18 +30,33 @@ class MergeCounts:
     applied: bool = True
 
 
-def ensure_output(spark: SparkSession, path: str, schema: StructType, key: Sequence[str]) -> None:
-    """Create the output table (CDF on, clustered by its key) if it does not exist yet."""
+def ensure_keyed_table(spark: SparkSession, path: str, schema: StructType, cluster_by: Sequence[str]) -> None:
+    """Create a table lakejoin MERGEs into (an output or a state table) if it does not exist:
+    CDF on, clustered by `cluster_by`, deletion vectors on unless the session's Delta default
+    for new tables (`DV_DEFAULT`) turns them off.
+
+    A batch's changed keys fall on random rows of every file. Without deletion vectors each
+    MERGE rewrites every file it touches, which is the whole table; with them it writes the
+    changed rows and marks the old ones (at 15 M rows and 1 % changed, 0 rows copied instead of
+    14.9 M, and 23 s instead of 35 s: docs/bench/analysis.md).
+    """
     from delta.tables import DeltaTable
 
+    deletion_vectors = spark.conf.get(DV_DEFAULT, None) or "true"
     (
         DeltaTable.createIfNotExists(spark)
         .location(path)
         .addColumns(schema)
         .property("delta.enableChangeDataFeed", "true")
-        .clusterBy(*key)
+        .property("delta.enableDeletionVectors", deletion_vectors)
+        .clusterBy(*cluster_by)
         .execute()
     )
+
+
+def ensure_output(spark: SparkSession, path: str, schema: StructType, key: Sequence[str]) -> None:
+    """Create the output table (see `ensure_keyed_table`) if it does not exist yet."""
+    ensure_keyed_table(spark, path, schema, key)
 
 
 def schema_drift(spark: SparkSession, path: str, schema: StructType) -> str | None:
@@ -66,27 +87,93 @@ def replace_output(path: str, recomputed: DataFrame) -> MergeCounts:
 def merge_affected(
     spark: SparkSession, path: str, recomputed: DataFrame, affected: DataFrame, key: Sequence[str]
 ) -> MergeCounts:
-    """MERGE the recomputed rows of the affected keys; affected keys with no row are deleted."""
+    """Write the recomputed rows of the affected keys; affected keys with no row are deleted."""
     from pyspark.sql import functions as F
 
     source = affected.select(*key).join(recomputed.withColumn(PRESENT, F.lit(True)), on=list(key), how="left")
-    present = F.col(f"s.{PRESENT}").isNotNull()
-    return _merge(spark, path, source, recomputed.columns, key, deleted=~present, insert=present)
+    source = source.withColumn(KEEP, F.col(PRESENT).isNotNull()).drop(PRESENT)
+    return merge_by_key(spark, path, source, key, recomputed.columns, full=False)
 
 
 def merge_full(spark: SparkSession, path: str, recomputed: DataFrame, key: Sequence[str]) -> MergeCounts:
     """MERGE a full recompute: rows missing from it are deleted, unchanged rows are skipped."""
     from pyspark.sql import functions as F
 
-    return _merge(
-        spark,
-        path,
-        recomputed,
-        recomputed.columns,
-        key,
-        deleted=None,
-        insert=F.lit(True),
-        delete_unmatched=True,
+    return merge_by_key(
+        spark, path, recomputed.withColumn(KEEP, F.lit(True)), key, recomputed.columns, full=True
+    )
+
+
+def merge_by_key(
+    spark: SparkSession,
+    path: str,
+    source: DataFrame,
+    key: Sequence[str],
+    columns: Sequence[str],
+    *,
+    full: bool,
+) -> MergeCounts:
+    """Make the table's rows under the keys of `source` what `source` says. A source row whose
+    boolean `KEEP` column is false deletes its key; the others insert, or update a row whose
+    `columns` differ (an unchanged row is not rewritten, so it yields no change rows). With
+    `full`, every key absent from `source` is deleted too.
+
+    Inside `batches.idempotent`, every write applies once per batch, even when a retry repeats
+    the call after a crash between its two commits.
+
+    >>> rows = rows.withColumn(KEEP, F.lit(True))                             # doctest: +SKIP
+    >>> merge_by_key(spark, path, rows, ["id"], rows.columns[:-1], full=False)  # doctest: +SKIP
+    MergeCounts(inserted=2, updated=1, deleted=0, applied=True)
+    """
+    if full:
+        return _merge(spark, path, source, columns, key, inserts=True, delete_unmatched=True)
+    keyed = source.localCheckpoint()
+    if keyed.count() > SPLIT_MERGE_MAX_KEYS:
+        return _merge(spark, path, keyed, columns, key, inserts=True)
+    return _merge_then_append(spark, path, keyed, columns, key)
+
+
+def _merge_then_append(
+    spark: SparkSession, path: str, source: DataFrame, columns: Sequence[str], key: Sequence[str]
+) -> MergeCounts:
+    """Delta's MERGE joins the source with every file a key touches; once it also inserts, that
+    join is an outer join, which shuffles those files whole (with random keys, the whole
+    table). So the keys the table already holds are updated and deleted by a MERGE without
+    inserts, whose join broadcasts the small source, and the new keys are appended: two commits
+    (the view's readers pin the committed one, see runner.Batch._latest), at 15 M rows and
+    1 % changed 22 s instead of 52 s (docs/bench/analysis.md)."""
+    from pyspark.sql import functions as F
+
+    from lakejoin.batches import current_txn, failpoint, idempotent
+    from lakejoin.sources import latest_version
+
+    keys = list(key)
+    table_keys = spark.read.format("delta").load(path).select(*keys)
+    existing = table_keys.join(F.broadcast(source.select(*keys)), on=keys, how="left_semi").localCheckpoint()
+    counts = MergeCounts()
+    if existing.limit(1).count():
+        present = source.join(F.broadcast(existing), on=keys, how="left_semi")
+        counts = _merge(spark, path, F.broadcast(present), columns, key, inserts=False)
+    new_rows = source.where(F.col(KEEP)).join(F.broadcast(existing), on=keys, how="left_anti")
+    new_rows = new_rows.select(*columns).localCheckpoint()
+    inserted = new_rows.count()
+    if inserted:
+        failpoint("between_update_and_insert")
+        txn = current_txn(spark)
+        before = latest_version(spark, path, role=path)
+        if txn is None:
+            new_rows.write.format("delta").mode("append").save(path)
+        else:
+            with idempotent(spark, f"{txn[0]}.inserts", txn[1]):
+                new_rows.write.format("delta").mode("append").save(path)
+        if latest_version(spark, path, role=path) == before:  # an earlier attempt appended them
+            return MergeCounts(updated=counts.updated, deleted=counts.deleted, applied=False)
+    # `applied`: this attempt wrote something (a retry may find the MERGE done, not the append).
+    return MergeCounts(
+        inserted=inserted,
+        updated=counts.updated,
+        deleted=counts.deleted,
+        applied=counts.applied or inserted > 0,
     )
 
 
@@ -94,11 +181,10 @@ def _merge(
     spark: SparkSession,
     path: str,
     source: DataFrame,
-    columns: list[str],
+    columns: Sequence[str],
     key: Sequence[str],
     *,
-    deleted,  # noqa: ANN001 - Column | None
-    insert,  # noqa: ANN001 - Column
+    inserts: bool,
     delete_unmatched: bool = False,
 ) -> MergeCounts:
     from delta.tables import DeltaTable
@@ -111,13 +197,18 @@ def _merge(
     on = F.lit(True)
     for column in key:
         on = on & (F.col(f"t.`{column}`") == F.col(f"s.`{column}`"))
-    merge = DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), on)
-    if deleted is not None:
-        merge = merge.whenMatchedDelete(condition=deleted)
-        changed = ~deleted & changed
-    merge = merge.whenMatchedUpdate(
-        condition=changed, set={f"`{c}`": F.col(f"s.`{c}`") for c in values}
-    ).whenNotMatchedInsert(condition=insert, values={f"`{c}`": F.col(f"s.`{c}`") for c in columns})
+    keep = F.col(f"s.`{KEEP}`")
+    merge = (
+        DeltaTable.forPath(spark, path)
+        .alias("t")
+        .merge(source.alias("s"), on)
+        .whenMatchedDelete(condition=~keep)
+        .whenMatchedUpdate(condition=keep & changed, set={f"`{c}`": F.col(f"s.`{c}`") for c in values})
+    )
+    if inserts:
+        merge = merge.whenNotMatchedInsert(
+            condition=keep, values={f"`{c}`": F.col(f"s.`{c}`") for c in columns}
+        )
     if delete_unmatched:
         merge = merge.whenNotMatchedBySourceDelete()
     result = merge.execute()

@@ -267,41 +267,17 @@ class ListJoinView(ViewKindLogic):
 
 
 def ensure_composite_table(spark: SparkSession, path: str, composite: DataFrame) -> None:
-    from delta.tables import DeltaTable
+    from lakejoin.sink import ensure_keyed_table
 
-    (
-        DeltaTable.createIfNotExists(spark)
-        .location(path)
-        .addColumns(composite.select(LEFT_KEY, POS, ELEMENT).schema)
-        .clusterBy(ELEMENT)
-        .execute()
-    )
+    ensure_keyed_table(spark, path, composite.select(LEFT_KEY, POS, ELEMENT).schema, [ELEMENT])
 
 
 def merge_composite(spark: SparkSession, path: str, source: DataFrame, *, full: bool) -> None:
     """Replace composite rows by (left_key, pos): rows of `source` without `_lj_present` are
     deleted; with `full`, every row not in `source` is deleted too."""
-    from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
-    present = F.col("s._lj_present").isNotNull()
-    merge = (
-        DeltaTable.forPath(spark, path)
-        .alias("t")
-        .merge(
-            source.alias("s"),
-            (F.col(f"t.{LEFT_KEY}") == F.col(f"s.{LEFT_KEY}")) & (F.col(f"t.{POS}") == F.col(f"s.{POS}")),
-        )
-        .whenMatchedDelete(condition=~present)
-        .whenMatchedUpdate(
-            condition=~F.col(f"t.{ELEMENT}").eqNullSafe(F.col(f"s.{ELEMENT}")),
-            set={ELEMENT: F.col(f"s.{ELEMENT}")},
-        )
-        .whenNotMatchedInsert(
-            condition=present,
-            values={LEFT_KEY: F.col(f"s.{LEFT_KEY}"), POS: F.col(f"s.{POS}"), ELEMENT: F.col(f"s.{ELEMENT}")},
-        )
-    )
-    if full:
-        merge = merge.whenNotMatchedBySourceDelete()
-    merge.execute()
+    from lakejoin.sink import KEEP, merge_by_key
+
+    source = source.withColumn(KEEP, F.col("_lj_present").isNotNull())
+    merge_by_key(spark, path, source, [LEFT_KEY, POS], [LEFT_KEY, POS, ELEMENT], full=full)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from lakejoin.changes import CHANGE, VERSION, ChangeKind, net_changes, read_change_feed
 from lakejoin.errors import KeyConflictError
+from lakejoin.sink import KEEP
 from lakejoin.spec import OnConflict, PipelineSpec, View
 from lakejoin.views.base import BatchContext, Rebuilt, Validation, ViewKindLogic
 
@@ -177,10 +178,10 @@ class RekeyView(ViewKindLogic):
         ensure_index(ctx.spark, ctx.state_path, self._index_schema_source())
         v, k = self.rekey.key, self.master.key
         if self._changes is None:
-            source = self._index.withColumn("_lj_keep", F.lit(True))
+            source = self._index.withColumn(KEEP, F.lit(True))
         else:
             keep = (F.col(CHANGE) == ChangeKind.UPSERT.value) & F.col(v).isNotNull()
-            source = self._changes.withColumn("_lj_keep", keep).drop(CHANGE)
+            source = self._changes.withColumn(KEEP, keep).drop(CHANGE)
         merge_index(ctx.spark, ctx.state_path, source, k, self._index_columns(), full=self._changes is None)
 
     def _index_schema_source(self) -> DataFrame:
@@ -222,11 +223,10 @@ def shown_conflicts(clashes: list, v: str, k: str, *, limit: int) -> str:  # noq
 
 
 def ensure_index(spark: SparkSession, path: str, rows: DataFrame) -> None:
-    from delta.tables import DeltaTable
+    from lakejoin.sink import ensure_keyed_table
 
     schema = rows.schema
-    derived = [f.name for f in schema.fields][1]
-    (DeltaTable.createIfNotExists(spark).location(path).addColumns(schema).clusterBy(derived).execute())
+    ensure_keyed_table(spark, path, schema, [schema.fields[1].name])
 
 
 def merge_index(
@@ -234,18 +234,6 @@ def merge_index(
 ) -> None:
     """Upsert the rows whose `_lj_keep` is true, delete the others (and, with `full`, every
     master key not in `source`)."""
-    from delta.tables import DeltaTable
-    from pyspark.sql import functions as F
+    from lakejoin.sink import merge_by_key
 
-    keep = F.col("s._lj_keep")
-    merge = (
-        DeltaTable.forPath(spark, path)
-        .alias("t")
-        .merge(source.alias("s"), F.col(f"t.`{key}`") == F.col(f"s.`{key}`"))
-        .whenMatchedDelete(condition=~keep)
-        .whenMatchedUpdate(condition=keep, set={f"`{c}`": F.col(f"s.`{c}`") for c in columns})
-        .whenNotMatchedInsert(condition=keep, values={f"`{c}`": F.col(f"s.`{c}`") for c in columns})
-    )
-    if full:
-        merge = merge.whenNotMatchedBySourceDelete()
-    merge.execute()
+    merge_by_key(spark, path, source, [key], columns, full=full)
