@@ -132,7 +132,9 @@ def recompute_view(spark: SparkSession, spec: PipelineSpec, view_name: str) -> D
     """
     view = spec.views[view_name]
     batch = _Batch(spark, spec, view, lambda phase: None)
-    pinned = {s.name: batch._latest(s) for s in batch.sources}
+    # Every input at its newest version, an upstream view's output included: a recompute
+    # reads what the tables hold, committed batch or not (there may be no batch records).
+    pinned = {s.name: latest_version(spark, s.path, role=batch._where(s)) for s in batch.sources}
     batch._check_inputs(pinned)
     record = BatchRecord(view_name, 0, BatchStatus.PLANNED, BatchMode.FULL_REFRESH, {}, pinned)
     ctx = BatchContext(spark, spec, view, record, batch.routing_path)
