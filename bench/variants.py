@@ -140,6 +140,7 @@ class Incremental(Variant):
         phases: dict[str, float] = {}
         views = {}
         for view in self.spec.view_order():
+            before = _output_version(spark, self.view_path(view))
             started = time.perf_counter()
             summary = run_view(spark, self.spec, view)
             wall = time.perf_counter() - started
@@ -148,10 +149,10 @@ class Incremental(Variant):
                 phases[name] = phases.get(name, 0.0) + seconds
             # A view with nothing to do still planned (its phase times are not recorded then).
             phases["plan"] = phases.get("plan", 0.0) + wall - sum(summary.phase_seconds.values())
-            views[view] = self.view_run(view, summary, wall)
+            views[view] = self.view_run(view, summary, wall, before)
         return Run(phases, views)
 
-    def view_run(self, view: str, summary: BatchSummary, wall: float) -> ViewRun:
+    def view_run(self, view: str, summary: BatchSummary, wall: float, before: int) -> ViewRun:
         metrics = summary.kind_metrics
         strategy = ""
         if "full_recompute" in metrics:
@@ -164,15 +165,19 @@ class Incremental(Variant):
         }
         run = ViewRun(wall, summary.affected_keys, strategy, reads=reads)
         if summary.output_version is not None and summary.output_applied:
-            before = _version_before(summary)
             run.output = (spec_view.path, before, summary.output_version)
         return run
 
 
-def _version_before(summary: BatchSummary) -> int:
-    """The output's version before this batch's MERGE (the MERGE is one commit)."""
-    assert summary.output_version is not None
-    return summary.output_version - 1
+def _output_version(spark: SparkSession, path: str) -> int:
+    """The output's version before a batch (-1: none yet). A batch writes one or two commits
+    (an update, then an append of new keys), so the range is read from the table, not guessed."""
+    from delta.tables import DeltaTable
+
+    if not DeltaTable.isDeltaTable(spark, path):
+        return -1
+    row = DeltaTable.forPath(spark, path).history(1).select("version").first()
+    return int(row["version"]) if row is not None else -1
 
 
 @dataclass
