@@ -228,6 +228,34 @@ def batch_tables(table: dict[tuple[int, int], dict[str, dict[str, Any]]]) -> lis
     return lines
 
 
+def view_tables(table: dict[tuple[int, int], dict[str, dict[str, Any]]]) -> list[str]:
+    """Per view, INC's seconds against FULL's: where the saving comes from (views with no change
+    to apply) and where it does not (a view whose changes fall on random keys of a large table)."""
+    lines: list[str] = []
+    for orders in sorted({o for o, _ in table}):
+        batches = [(b, v) for (o, b), v in sorted(table.items()) if o == orders and {"inc", "full"} <= set(v)]
+        names = sorted({name for _, v in batches for name in v["full"]["views"]})
+        if not batches or not names:
+            continue
+        lines += [
+            f"### {orders:,} orders",
+            "",
+            "| batch | scenario | rate | " + " | ".join(f"{n} INC / FULL" for n in names) + " |",
+            "|---" * (len(names) + 3) + "|",
+        ]
+        for batch, v in batches:
+            cells = []
+            for name in names:
+                inc = v["inc"]["views"].get(name, {})
+                full = v["full"]["views"].get(name, {}).get("seconds")
+                keys = f" (\\|K\\| {inc['affected']:,})" if inc.get("affected") else ""
+                cells.append(f"{fmt(inc.get('seconds'), 1)} / {fmt(full, 1)}{keys}")
+            head = f"| {batch} | {v['inc']['scenario']} | {v['inc']['rate']:.1%} | "
+            lines.append(head + " | ".join(cells) + " |")
+        lines.append("")
+    return lines
+
+
 def _variant_order(name: str) -> int:
     from bench.matrix import VARIANTS
 
@@ -276,6 +304,9 @@ def write_report(results: Path, out: Path, *, command: str, total_seconds: float
         "## Batches",
         "",
         *batch_tables(table),
+        "## Per view: INC against FULL, seconds",
+        "",
+        *view_tables(table),
         "## Fan-out decisions (orders_enriched)",
         "",
         "The default threshold's choice against the time of each strategy (threshold 1: always "
