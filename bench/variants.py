@@ -174,10 +174,9 @@ def _output_version(spark: SparkSession, path: str) -> int:
     (an update, then an append of new keys), so the range is read from the table, not guessed."""
     from delta.tables import DeltaTable
 
-    if not DeltaTable.isDeltaTable(spark, path):
-        return -1
-    row = DeltaTable.forPath(spark, path).history(1).select("version").first()
-    return int(row["version"]) if row is not None else -1
+    from lakejoin.sources import latest_version
+
+    return latest_version(spark, path, role="bench output") if DeltaTable.isDeltaTable(spark, path) else -1
 
 
 @dataclass
