@@ -6,7 +6,9 @@ Scenarios say which sources change:
 - fk_side: customers and tags (the right sides);
 - hot_dim: one nation row, plus the most popular tags;
 - mixed: all four of facts and fk_side;
-- skewed: the Zipf-popular customers (their orders fan out in orders_skewed), and orders_skewed.
+- skewed: the Zipf-popular customers (their orders fan out in orders_skewed), and orders_skewed;
+- recent: orders and products, as CDC mostly changes them: updates and deletes fall on the newest
+  keys (the newest `RECENT_WINDOW` times the rate's share of the table), inserts are new keys.
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ class Scenario(enum.Enum):
     HOT_DIM = "hot_dim"
     MIXED = "mixed"
     SKEWED = "skewed"
+    RECENT = "recent"
 
 
 UPDATE, INSERT, DELETE = 0.7, 0.2, 0.1
+RECENT_WINDOW = 10
 OP = "_bench_op"
 
 # For each table: the share of updated rows in which each column takes its fresh value.
@@ -85,6 +89,8 @@ class ChangeMaker:
             plan = {t: self.spread(t, rate, batch) for t in ("orders", "products")}
         elif scenario is Scenario.FK_SIDE:
             plan = {t: self.spread(t, rate, batch) for t in ("customers", "tags")}
+        elif scenario is Scenario.RECENT:
+            plan = {t: self.spread(t, rate, batch, recent=True) for t in ("orders", "products")}
         elif scenario is Scenario.MIXED:
             plan = {t: self.spread(t, rate, batch) for t in ("orders", "products", "customers", "tags")}
         elif scenario is Scenario.HOT_DIM:
@@ -110,17 +116,22 @@ class ChangeMaker:
     def current(self, table: str) -> DataFrame:
         return self.spark.read.format("delta").load(self.paths[table])
 
-    def spread(self, table: str, rate: float, batch: int) -> DataFrame:
-        """Uniformly chosen rows: updates and deletes of existing keys, and new keys."""
+    def spread(self, table: str, rate: float, batch: int, *, recent: bool = False) -> DataFrame:
+        """Uniformly chosen rows: updates and deletes of existing keys (with `recent`, of the
+        newest keys only, at the same count), and new keys."""
         from pyspark.sql import functions as F
 
         key = KEYS[table]
-        draw = uniform(self.seed * 7919 + batch, F.col(key))
-        existing = self.current(table).select(F.col(key).alias("id"), draw.alias("u"))
-        updated = existing.where(F.col("u") < rate * UPDATE).select("id")
-        deleted = existing.where((F.col("u") >= rate * UPDATE) & (F.col("u") < rate * (UPDATE + DELETE)))
         count = self.spark.read.format("delta").load(self.paths[table]).count()
         start = self.next_id[table]
+        draw = uniform(self.seed * 7919 + batch, F.col(key))
+        existing = self.current(table).select(F.col(key).alias("id"), draw.alias("u"))
+        share = rate  # of the rows drawn from
+        if recent and rate * RECENT_WINDOW < 1:
+            existing = existing.where(F.col("id") >= start - round(count * rate * RECENT_WINDOW))
+            share = 1 / RECENT_WINDOW
+        updated = existing.where(F.col("u") < share * UPDATE).select("id")
+        deleted = existing.where((F.col("u") >= share * UPDATE) & (F.col("u") < share * (UPDATE + DELETE)))
         self.next_id[table] = start + round(count * rate * INSERT)
         inserted = self.fresh(table, self.spark.range(start, self.next_id[table]), batch)
         return (

@@ -22,12 +22,14 @@ from bench.variants import Floor, Full, Incremental, Layout, Naive, Run, Variant
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-# lakejoin creates its tables with deletion vectors on; the _nodv variants turn them off.
+# lakejoin creates its tables with deletion vectors on and lays them out by key; the _nodv variants
+# turn deletion vectors off, inc_noranges the key ranges (lakejoin before they came).
 INC_LAYOUTS = {
     "inc": Layout(),
     "inc_nodv": Layout(deletion_vectors=False),
     "inc_clustered": Layout(clustered=True),
     "inc_nodv_clustered": Layout(deletion_vectors=False, clustered=True),
+    "inc_noranges": Layout(key_ranges=False),
 }
 # inc_nofallback and inc_alwaysfull pin the fan-out choice (threshold 1 and 0), to judge the default's.
 VARIANTS = ("full", "naive", *INC_LAYOUTS, "inc_nofallback", "inc_alwaysfull", "floor", "per_record")

@@ -12,6 +12,8 @@ own copy of the outputs over the same shared sources:
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -59,6 +61,7 @@ class Run:
 class Layout:
     deletion_vectors: bool = True  # lakejoin's default for the tables it creates
     clustered: bool = False  # OPTIMIZE (liquid clustering by the key) after the first batch
+    key_ranges: bool = True  # lakejoin's default: tables laid out by key, batches read by key range
 
 
 @dataclass
@@ -125,8 +128,9 @@ class Incremental(Variant):
     def setup(self, spark: SparkSession) -> None:
         from lakejoin.runner import run_view
 
-        for view in self.spec.view_order():
-            run_view(spark, self.spec, view, checks=False)
+        with self.key_ranges(spark):
+            for view in self.spec.view_order():
+                run_view(spark, self.spec, view, checks=False)
         for log in self.storage.rglob("_delta_log"):
             table = f"delta.`{log.parent}`"
             if not self.layout.deletion_vectors and log.parent.name != "batches":
@@ -142,7 +146,8 @@ class Incremental(Variant):
         for view in self.spec.view_order():
             before = _output_version(spark, self.view_path(view))
             started = time.perf_counter()
-            summary = run_view(spark, self.spec, view)
+            with self.key_ranges(spark):
+                summary = run_view(spark, self.spec, view)
             wall = time.perf_counter() - started
             for phase, seconds in summary.phase_seconds.items():
                 name = PHASES.get(phase, phase)
@@ -151,6 +156,20 @@ class Incremental(Variant):
             phases["plan"] = phases.get("plan", 0.0) + wall - sum(summary.phase_seconds.values())
             views[view] = self.view_run(view, summary, wall, before)
         return Run(phases, views)
+
+    @contextmanager
+    def key_ranges(self, spark: SparkSession) -> Iterator[None]:
+        """lakejoin's key ranges as the layout says (the session's setting is put back after)."""
+        from lakejoin.key_ranges import ENABLED
+
+        if self.layout.key_ranges:
+            yield
+            return
+        spark.conf.set(ENABLED, "false")
+        try:
+            yield
+        finally:
+            spark.conf.unset(ENABLED)
 
     def view_run(self, view: str, summary: BatchSummary, wall: float, before: int) -> ViewRun:
         metrics = summary.kind_metrics

@@ -57,49 +57,69 @@ FK_JOIN = "views.display_products.fk_join"
 MALFORMED = {
     # name: (replace this, with that), line, key, phrases of the message (what, fix)
     "unknown source in a view": (
-        ("right: merchants", "right: sellers"), 10, f"{FK_JOIN}.right",
+        ("right: merchants", "right: sellers"),
+        10,
+        f"{FK_JOIN}.right",
         ["unknown source 'sellers'", "declare it under 'sources:'", "use one of: merchants, products"],
     ),
     "unknown how": (
-        ("how: left", "how: outer"), 12, f"{FK_JOIN}.how",
+        ("how: left", "how: outer"),
+        12,
+        f"{FK_JOIN}.how",
         ["unknown join type 'outer'", "use one of: inner, left"],
     ),
     "duplicate view name": (
         ("how: left\n", "how: left\n  display_products:\n    fk_join: {left: products, right: merchants}\n"),
-        13, "views.display_products",
+        13,
+        "views.display_products",
         ["'display_products' appears twice", "keep one entry per name"],
     ),
     "missing key of a source": (
-        ("{path: ./products, key: product_id}", "{path: ./products}"), 4, "sources.products.key",
+        ("{path: ./products, key: product_id}", "{path: ./products}"),
+        4,
+        "sources.products.key",
         ["'key' is required", "add 'key: ...' under 'sources.products'"],
     ),
     "invalid YAML (a tab)": (
-        ("  merchants:", "\tmerchants:"), 5, "<document>",
+        ("  merchants:", "\tmerchants:"),
+        5,
+        "<document>",
         ["not valid YAML", "cannot start any token", "fix the YAML syntax at that line"],
     ),
     "SQL in an identifier": (
-        ("fk: merchant_id", 'fk: "x; DROP TABLE y"'), 11, f"{FK_JOIN}.fk",
+        ("fk: merchant_id", 'fk: "x; DROP TABLE y"'),
+        11,
+        f"{FK_JOIN}.fk",
         ["'x; DROP TABLE y' is not a valid name", "use letters, digits and '_' only"],
     ),
     "unknown view kind": (
-        ("    fk_join:", "    fk_joins:"), 8, "views.display_products.fk_joins",
+        ("    fk_join:", "    fk_joins:"),
+        8,
+        "views.display_products.fk_joins",
         ["unknown view kind 'fk_joins'", "use one of: fk_join"],
     ),
     "unknown way to run Spark": (
-        ("storage: ./store\n", "storage: ./store\nspark: {run: cluster}\n"), 3, "spark.run",
+        ("storage: ./store\n", "storage: ./store\nspark: {run: cluster}\n"),
+        3,
+        "spark.run",
         ["unknown way to run Spark 'cluster'", "use 'local'", "or 'submit'"],
     ),
     "a Spark connection without run: submit": (
-        ("storage: ./store\n", "storage: ./store\nspark:\n  conn_id: spark_default\n"), 4, "spark.conn_id",
+        ("storage: ./store\n", "storage: ./store\nspark:\n  conn_id: spark_default\n"),
+        4,
+        "spark.conn_id",
         ["'conn_id' applies only to 'run: submit'", "add 'run: submit'"],
     ),
     "a master with run: submit": (
         ("storage: ./store\n", "storage: ./store\nspark:\n  run: submit\n  master: spark://m:7077\n"),
-        5, "spark.master",
+        5,
+        "spark.master",
         ["'master' does not apply to 'run: submit'", "connection 'spark_default'", "remove 'master'"],
     ),
     "unknown top-level setting": (
-        ("storage: ./store\n", "storage: ./store\nschedul: daily\n"), 3, "schedul",
+        ("storage: ./store\n", "storage: ./store\nschedul: daily\n"),
+        3,
+        "schedul",
         ["unknown setting 'schedul'", "use one of: pipeline, schedule, sources, spark, storage, views"],
     ),
 }
@@ -154,13 +174,20 @@ def test_the_cli_prints_a_spec_error_without_a_traceback(tmp_path):
     file.write_text(GOOD.replace("right: merchants", "right: sellers"))
     result = subprocess.run(
         [sys.executable, "-m", "lakejoin.cli", "run", str(file)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
         env={**os.environ, "COLUMNS": "300", "GX_ANALYTICS_ENABLED": "False"},
     )
     output = " ".join((result.stdout + result.stderr).split())
     assert result.returncode == 2, output
     assert_says(
-        output, "SpecError", f"{file}:10", f"{FK_JOIN}.right", "unknown source 'sellers'",
+        output,
+        "SpecError",
+        f"{file}:10",
+        f"{FK_JOIN}.right",
+        "unknown source 'sellers'",
         "declare it under 'sources:'",
     )
     assert "Traceback" not in output
@@ -179,14 +206,21 @@ def shop_tables(spark, tmp_path_factory):
     return lake
 
 
-def shop_spec(tables: Lakehouse, folder: Path, *, key: str = "product_id", fk: str = "merchant_id",
-              extra: str = "", merchants: str = "merchants"):
+def shop_spec(
+    tables: Lakehouse,
+    folder: Path,
+    *,
+    key: str = "product_id",
+    fk: str = "merchant_id",
+    extra: str = "",
+    merchants: str = "merchants",
+):
     file = folder / "shop.yaml"
     file.write_text(f"""\
 pipeline: shop
-storage: {folder / 'store'}
+storage: {folder / "store"}
 sources:
-  products: {{path: {tables.path('products')}, key: {key}}}
+  products: {{path: {tables.path("products")}, key: {key}}}
   merchants: {{path: {tables.path(merchants)}, key: merchant_id}}
 views:
   display_products:
@@ -212,7 +246,9 @@ def test_a_key_column_missing_from_its_table(shop_tables, tmp_path):
     exc = run_fails_with_spec_error(shop_tables, spec)
     assert (exc.value.line, exc.value.key) == (4, "sources.products.key")
     assert_says(
-        message_of(exc), f"{spec.file}:4", f"key column 'sku' is not in table {shop_tables.path('products')}",
+        message_of(exc),
+        f"{spec.file}:4",
+        f"key column 'sku' is not in table {shop_tables.path('products')}",
         "use one of its columns: product_id, name, price, merchant_id",
     )
 
@@ -223,7 +259,9 @@ def test_an_fk_column_missing_from_the_left_table(shop_tables, tmp_path):
     exc = run_fails_with_spec_error(shop_tables, spec)
     assert (exc.value.line, exc.value.key) == (11, f"{FK_JOIN}.fk")
     assert_says(
-        message_of(exc), f"{spec.file}:11", "fk column 'seller_id' is not in the left table 'products'",
+        message_of(exc),
+        f"{spec.file}:11",
+        "fk column 'seller_id' is not in the left table 'products'",
         "use one of its columns: product_id, name, price, merchant_id",
     )
 
@@ -235,7 +273,9 @@ def test_a_right_column_that_does_not_exist(shop_tables, tmp_path):
     exc = run_fails_with_spec_error(shop_tables, spec)
     assert (exc.value.line, exc.value.key) == (15, f"{FK_JOIN}.right_columns[1]")
     assert_says(
-        message_of(exc), f"{spec.file}:15", "column 'logo' is not in the right table 'merchants'",
+        message_of(exc),
+        f"{spec.file}:15",
+        "column 'logo' is not in the right table 'merchants'",
         "use one of its columns: merchant_id, display_name, photo_url",
     )
 
@@ -247,7 +287,8 @@ def test_an_fk_of_another_type_than_the_right_key(shop_tables, tmp_path):
     exc = run_fails_with_spec_error(shop_tables, spec)
     assert (exc.value.line, exc.value.key) == (11, f"{FK_JOIN}.fk")
     assert_says(
-        message_of(exc), "fk 'merchant_id' is string but the right key 'merchants.merchant_id' is bigint",
+        message_of(exc),
+        "fk 'merchant_id' is string but the right key 'merchants.merchant_id' is bigint",
         "make both columns the same type",
     )
 
@@ -262,15 +303,21 @@ def test_a_column_name_clash_asks_for_a_right_prefix(lake, tmp_path):
     exc = run_fails_with_spec_error(lake, spec)
     assert (exc.value.line, exc.value.key) == (8, FK_JOIN)
     assert_says(
-        message_of(exc), f"{spec.file}:8", "right columns ['name'] clash with left columns of the same name",
+        message_of(exc),
+        f"{spec.file}:8",
+        "right columns ['name'] clash with left columns of the same name",
         "set 'right_prefix: <prefix>_' or choose other right_columns",
     )
 
     spec = shop_spec(lake, tmp_path, extra="      right_prefix: merchant_\n")
     assert lake.run(spec, checks=False).outcome.value == "committed"
-    assert lake.output(spec) == lake.expected(spec) == [
-        {"product_id": "p1", "name": "pen", "price": 1.0, "merchant_id": "m1", "merchant_name": "Acme"},
-    ]
+    assert (
+        lake.output(spec)
+        == lake.expected(spec)
+        == [
+            {"product_id": "p1", "name": "pen", "price": 1.0, "merchant_id": "m1", "merchant_name": "Acme"},
+        ]
+    )
 
 
 # --- sources that cannot be read the way the view needs -------------------------------------------
@@ -287,7 +334,8 @@ def test_a_source_without_change_data_feed(lake):
         lake.run(spec)
     path = lake.path("products")
     assert_says(
-        message_of(exc), f"view '{VIEW}', source 'products' ({path})",
+        message_of(exc),
+        f"view '{VIEW}', source 'products' ({path})",
         f"table {path} has no Change Data Feed",
         f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES (delta.enableChangeDataFeed = true)",
         "--full-refresh",
@@ -322,16 +370,28 @@ def test_a_vacuumed_change_range_asks_for_a_full_refresh(lake):
     start = first.pinned_versions["products"] + 1
     last = DeltaTable.forPath(lake.spark, lake.path("products")).history(1).first()["version"]
     assert_says(
-        message_of(exc), f"view '{VIEW}', source 'products' ({lake.path('products')})",
+        message_of(exc),
+        f"view '{VIEW}', source 'products' ({lake.path('products')})",
         f"the changes of {lake.path('products')} between versions {start} and {last} can no longer be read",
-        "vacuumed files", "--full-refresh",
+        "vacuumed files",
+        "--full-refresh",
     )
 
     assert lake.run(spec, full_refresh=True).outcome.value == "committed"
-    assert lake.output(spec) == lake.expected(spec) == [
-        {"product_id": "p1", "name": "pen 2", "price": 1.5, "merchant_id": "m1",
-         "display_name": "Acme", "photo_url": "a.png"},
-    ]
+    assert (
+        lake.output(spec)
+        == lake.expected(spec)
+        == [
+            {
+                "product_id": "p1",
+                "name": "pen 2",
+                "price": 1.5,
+                "merchant_id": "m1",
+                "display_name": "Acme",
+                "photo_url": "a.png",
+            },
+        ]
+    )
     assert lake.run(spec).outcome.value == "skipped"
 
 
@@ -355,7 +415,8 @@ def test_a_duplicate_key_in_a_source(lake, table):
     with pytest.raises(DuplicateKeyError) as exc:
         lake.run(spec)
     assert_says(
-        message_of(exc), f"the key '{key}' is not unique: {key}={shown} (2 rows)",
+        message_of(exc),
+        f"the key '{key}' is not unique: {key}={shown} (2 rows)",
         f"view '{VIEW}', source '{table}' ({lake.path(table)}) at version 2",
         "deduplicate the source table",
     )
@@ -380,8 +441,10 @@ def test_a_null_key_in_the_changes(lake, table):
     with pytest.raises(NullKeyError) as exc:
         lake.run(spec)
     assert_says(
-        message_of(exc), f"changes between versions 2 and 2 hold a row whose key '{key}' is null",
-        f"view '{VIEW}', source '{table}' ({lake.path(table)})", f"give every row a '{key}'",
+        message_of(exc),
+        f"changes between versions 2 and 2 hold a row whose key '{key}' is null",
+        f"view '{VIEW}', source '{table}' ({lake.path(table)})",
+        f"give every row a '{key}'",
     )
 
 
@@ -461,20 +524,30 @@ views:
 @pytest.fixture(scope="module")
 def kind_tables(spark, tmp_path_factory):
     lake = Lakehouse(spark, tmp_path_factory.mktemp("kinds"))
-    lake.create("persons", "person_id STRING, name STRING, address_ids ARRAY<STRING>, "
-                "home STRING, numbers ARRAY<INT>", [("P1", "Ada", ["a1"], "a1", [1])])
+    lake.create(
+        "persons",
+        "person_id STRING, name STRING, address_ids ARRAY<STRING>, home STRING, numbers ARRAY<INT>",
+        [("P1", "Ada", ["a1"], "a1", [1])],
+    )
     lake.create("addresses", "address_id STRING, street STRING", [("a1", "1 Elm")])
     lake.create("merchants", "merchant_id STRING, display_name STRING", [("m1", "Acme")])
     return lake
 
 
-def kinds_spec(tables: Lakehouse, folder: Path, *, list_column: str = "address_ids",
-               rekey: str = "display_name"):
+def kinds_spec(
+    tables: Lakehouse, folder: Path, *, list_column: str = "address_ids", rekey: str = "display_name"
+):
     file = folder / "lake.yaml"
-    file.write_text(LIST_AND_REKEY.format(
-        store=folder / "store", persons=tables.path("persons"), addresses=tables.path("addresses"),
-        merchants=tables.path("merchants"), list=list_column, rekey=rekey,
-    ))
+    file.write_text(
+        LIST_AND_REKEY.format(
+            store=folder / "store",
+            persons=tables.path("persons"),
+            addresses=tables.path("addresses"),
+            merchants=tables.path("merchants"),
+            list=list_column,
+            rekey=rekey,
+        )
+    )
     return load_spec(file)
 
 
@@ -482,12 +555,27 @@ def kinds_spec(tables: Lakehouse, folder: Path, *, list_column: str = "address_i
 @pytest.mark.parametrize(
     "column, phrases",
     [
-        ("home", ["list column 'home' of the left table 'persons' is string, not an array",
-                  "store the element keys as an array<string>"]),
-        ("numbers", ["list column 'numbers' is array<int> but the right key 'addresses.address_id' is string",
-                     "make the list an array<string> in the source table"]),
-        ("phones", ["list column 'phones' is not in the left table 'persons'",
-                    "use one of its columns: person_id, name, address_ids, home, numbers"]),
+        (
+            "home",
+            [
+                "list column 'home' of the left table 'persons' is string, not an array",
+                "store the element keys as an array<string>",
+            ],
+        ),
+        (
+            "numbers",
+            [
+                "list column 'numbers' is array<int> but the right key 'addresses.address_id' is string",
+                "make the list an array<string> in the source table",
+            ],
+        ),
+        (
+            "phones",
+            [
+                "list column 'phones' is not in the left table 'persons'",
+                "use one of its columns: person_id, name, address_ids, home, numbers",
+            ],
+        ),
     ],
 )
 def test_a_list_column_that_is_not_a_list_of_right_keys(kind_tables, tmp_path, column, phrases):
@@ -506,7 +594,8 @@ def test_a_rekey_column_that_does_not_exist(kind_tables, tmp_path):
         kind_tables.run(spec, "merchants_by_name")
     assert (exc.value.line, exc.value.key) == (17, "views.merchants_by_name.rekey.key")
     assert_says(
-        message_of(exc), f"{spec.file}:17",
+        message_of(exc),
+        f"{spec.file}:17",
         "rekey column 'trading_name' is not in the master table 'merchants'",
         "use one of its columns: merchant_id, display_name",
     )
@@ -517,15 +606,27 @@ def test_a_rekey_column_that_does_not_exist(kind_tables, tmp_path):
 @pytest.mark.parametrize(
     "old, new, line, key, phrases",
     [
-        ("      into: addresses\n", "      into: addresses\n      duplicates: first\n", 14,
-         "views.person_addresses.list_join.duplicates",
-         ["unknown duplicates 'first'", "use one of: keep, drop"]),
-        ("      key: {rekey}\n", "      key: {rekey}\n      unique: false\n      on_conflict: latest\n", 19,
-         "views.merchants_by_name.rekey.on_conflict", ["on_conflict applies only to a unique rekey",
-                                                       "remove on_conflict, or set 'unique: true'"]),
-        ("      key: {rekey}\n", "      key: {rekey}\n      on_conflict: newest\n", 18,
-         "views.merchants_by_name.rekey.on_conflict",
-         ["unknown on_conflict 'newest'", "use one of: fail, latest"]),
+        (
+            "      into: addresses\n",
+            "      into: addresses\n      duplicates: first\n",
+            14,
+            "views.person_addresses.list_join.duplicates",
+            ["unknown duplicates 'first'", "use one of: keep, drop"],
+        ),
+        (
+            "      key: {rekey}\n",
+            "      key: {rekey}\n      unique: false\n      on_conflict: latest\n",
+            19,
+            "views.merchants_by_name.rekey.on_conflict",
+            ["on_conflict applies only to a unique rekey", "remove on_conflict, or set 'unique: true'"],
+        ),
+        (
+            "      key: {rekey}\n",
+            "      key: {rekey}\n      on_conflict: newest\n",
+            18,
+            "views.merchants_by_name.rekey.on_conflict",
+            ["unknown on_conflict 'newest'", "use one of: fail, latest"],
+        ),
     ],
 )
 def test_a_malformed_list_join_or_rekey_names_the_line(old, new, line, key, phrases):

@@ -169,7 +169,9 @@ def test_fk_matching_is_exact(lake, how):
     """fk 'a' never matches right key 'ab', and fk 'abc' never matches 'ab'; a change to 'ab'
     or a new right key 'a' reaches exactly the rows whose fk equals it."""
     spec = shop(
-        lake, how, [("ab", "Abby", "ab.png")],
+        lake,
+        how,
+        [("ab", "Abby", "ab.png")],
         [("p1", "pen", 1.0, "a"), ("p2", "cup", 2.0, "abc"), ("p3", "lid", 3.0, "ab")],
     )
     run_batch(lake, spec)
@@ -294,7 +296,9 @@ def test_a_right_update_reaches_every_row_that_references_it(lake, how):
     """A right update reaches every left row that references that key (several products of one
     merchant), and no other row."""
     spec = shop(
-        lake, how, [ACME, BOLT],
+        lake,
+        how,
+        [ACME, BOLT],
         [PEN, CUP, ("p3", "lid", 3.0, "m1"), ("p4", "box", 4.0, "m2")],
     )
     run_batch(lake, spec)

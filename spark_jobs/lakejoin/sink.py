@@ -7,7 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from lakejoin import key_ranges
 from lakejoin.errors import SourceError
+from lakejoin.key_ranges import KeyRange, write_laid_out
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -125,16 +127,52 @@ def merge_by_key(
     >>> merge_by_key(spark, path, rows, ["id"], rows.columns[:-1], full=False)  # doctest: +SKIP
     MergeCounts(inserted=2, updated=1, deleted=0, applied=True)
     """
+    from pyspark.sql import functions as F
+
     if full:
+        if key_ranges.enabled(spark) and _holds_no_files(spark, path):
+            return _fill(spark, path, source.where(F.col(KEEP)).select(*columns), key[0])
         return _merge(spark, path, source, columns, key, inserts=True, delete_unmatched=True)
     keyed = source.localCheckpoint()
-    if keyed.count() > SPLIT_MERGE_MAX_KEYS:
-        return _merge(spark, path, keyed, columns, key, inserts=True)
-    return _merge_then_append(spark, path, keyed, columns, key)
+    row = keyed.agg(F.count(F.lit(1)).alias("n"), *KeyRange.aggregates(key[0])).first()
+    assert row is not None
+    bounds = KeyRange.from_row(keyed, key[0], row) if key_ranges.enabled(spark) else KeyRange(key[0])
+    if row["n"] > SPLIT_MERGE_MAX_KEYS:
+        return _merge(spark, path, keyed, columns, key, inserts=True, bounds=bounds)
+    return _merge_then_append(spark, path, keyed, columns, key, bounds)
+
+
+def _holds_no_files(spark: SparkSession, path: str) -> bool:
+    from delta.tables import DeltaTable
+
+    detail = DeltaTable.forPath(spark, path).detail().select("numFiles").first()
+    return detail is None or not detail["numFiles"]
+
+
+def _fill(spark: SparkSession, path: str, rows: DataFrame, first_key: str) -> MergeCounts:
+    """A full write into a table with no files: an append laid out by key (see key_ranges),
+    which later batches' MERGEs then read by range. Inside `batches.idempotent` a retry that
+    finds the append done writes nothing and says so."""
+    from delta.tables import DeltaTable
+
+    from lakejoin.sources import latest_version
+
+    before = latest_version(spark, path, role=path)
+    write_laid_out(rows, path, first_key)
+    if latest_version(spark, path, role=path) == before:
+        return MergeCounts(applied=False)
+    commit = DeltaTable.forPath(spark, path).history(1).select("operationMetrics").first()
+    metrics = commit["operationMetrics"] if commit is not None else {}
+    return MergeCounts(inserted=int(metrics.get("numOutputRows", 0)))
 
 
 def _merge_then_append(
-    spark: SparkSession, path: str, source: DataFrame, columns: Sequence[str], key: Sequence[str]
+    spark: SparkSession,
+    path: str,
+    source: DataFrame,
+    columns: Sequence[str],
+    key: Sequence[str],
+    bounds: KeyRange,
 ) -> MergeCounts:
     """Delta's MERGE joins the source with every file a key touches; once it also inserts, that
     join is an outer join, which shuffles those files whole (with random keys, the whole
@@ -148,12 +186,12 @@ def _merge_then_append(
     from lakejoin.sources import latest_version
 
     keys = list(key)
-    table_keys = spark.read.format("delta").load(path).select(*keys)
+    table_keys = spark.read.format("delta").load(path).where(bounds.covers(F.col(keys[0]))).select(*keys)
     existing = table_keys.join(F.broadcast(source.select(*keys)), on=keys, how="left_semi").localCheckpoint()
     counts = MergeCounts()
     if existing.limit(1).count():
         present = source.join(F.broadcast(existing), on=keys, how="left_semi")
-        counts = _merge(spark, path, F.broadcast(present), columns, key, inserts=False)
+        counts = _merge(spark, path, F.broadcast(present), columns, key, inserts=False, bounds=bounds)
     new_rows = source.where(F.col(KEEP)).join(F.broadcast(existing), on=keys, how="left_anti")
     new_rows = new_rows.select(*columns).localCheckpoint()
     inserted = new_rows.count()
@@ -186,7 +224,10 @@ def _merge(
     *,
     inserts: bool,
     delete_unmatched: bool = False,
+    bounds: KeyRange | None = None,
 ) -> MergeCounts:
+    """One MERGE. `bounds`, the source's key range, lets Delta skip the target's files outside
+    it; it must be None with `delete_unmatched`, which reaches every row."""
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
@@ -194,7 +235,7 @@ def _merge(
     changed = F.lit(False)
     for column in values:
         changed = changed | ~F.col(f"t.`{column}`").eqNullSafe(F.col(f"s.`{column}`"))
-    on = F.lit(True)
+    on = F.lit(True) if bounds is None else bounds.covers(F.col(f"t.`{bounds.column}`"))
     for column in key:
         on = on & (F.col(f"t.`{column}`") == F.col(f"s.`{column}`"))
     keep = F.col(f"s.`{KEEP}`")

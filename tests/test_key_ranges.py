@@ -1,0 +1,170 @@
+"""Key ranges: a table lakejoin fills is laid out by key, and a batch whose keys fall in one
+range reads no file outside it (a file moved away while the batch runs is never missed)."""
+
+from __future__ import annotations
+
+import shutil
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import pytest
+
+from lakejoin import key_ranges
+from lakejoin.key_ranges import KeyRange
+from lakejoin.sink import KEEP, ensure_keyed_table, merge_by_key
+
+pytestmark = pytest.mark.delta
+
+
+def file_ranges(spark, path: str, key: str) -> list[tuple[str, object, object]]:
+    """(file, least key, greatest key) of each file of the table's current version."""
+    from pyspark.sql import functions as F
+
+    rows = (
+        spark.read.format("delta")
+        .load(path)
+        .groupBy(F.col("_metadata.file_path").alias("file"))
+        .agg(F.min(key).alias("lo"), F.max(key).alias("hi"))
+        .orderBy("lo")
+        .collect()
+    )
+    return [(r["file"], r["lo"], r["hi"]) for r in rows]
+
+
+@contextmanager
+def moved_away(file_uri: str, tmp_path: Path):
+    """The file is gone while the block runs: reading it fails the block."""
+    file = Path(file_uri.removeprefix("file:"))
+    aside = tmp_path / "aside" / file.name
+    aside.parent.mkdir(exist_ok=True)
+    shutil.move(file, aside)
+    try:
+        yield
+    finally:
+        shutil.move(aside, file)
+
+
+def rows_by_key(spark, path: str) -> dict:
+    return {r["id"]: r["v"] for r in spark.read.format("delta").load(path).collect()}
+
+
+def filled(spark, tmp_path: Path, monkeypatch) -> str:
+    """A keyed table of ids 0..999 (v = id % 7), filled by a full write: 10 files of 100 ids."""
+    from pyspark.sql import functions as F
+
+    monkeypatch.setattr(key_ranges, "ROWS_PER_FILE", 100)
+    path = str(tmp_path / "table")
+    rows = spark.range(0, 1000).select("id", (F.col("id") % 7).alias("v"))
+    ensure_keyed_table(spark, path, rows.schema, ["id"])
+    counts = merge_by_key(spark, path, rows.withColumn(KEEP, F.lit(True)), ["id"], ["id", "v"], full=True)
+    assert counts.inserted == 1000
+    return path
+
+
+def narrow_batch(spark):
+    """Recent keys, as CDC changes them: ids 910..939 updated to v = 99, except id 911 deleted;
+    ids 1000..1004 inserted."""
+    from pyspark.sql import functions as F
+
+    updates = spark.range(910, 940).select(
+        "id", F.lit(99).cast("long").alias("v"), (F.col("id") != 911).alias(KEEP)
+    )
+    inserts = spark.range(1000, 1005).select("id", F.lit(5).cast("long").alias("v"), F.lit(True).alias(KEEP))
+    return updates.unionByName(inserts)
+
+
+def test_a_full_write_into_an_empty_table_lays_files_out_in_disjoint_key_ranges(spark, tmp_path, monkeypatch):
+    path = filled(spark, tmp_path, monkeypatch)
+
+    ranges = file_ranges(spark, path, "id")
+    assert [(lo, hi) for _, lo, hi in ranges] == [(i * 100, i * 100 + 99) for i in range(10)]
+    assert rows_by_key(spark, path) == {i: i % 7 for i in range(1000)}
+
+
+def test_a_batch_in_one_key_range_reads_no_file_outside_it(spark, tmp_path, monkeypatch):
+    path = filled(spark, tmp_path, monkeypatch)
+    far = file_ranges(spark, path, "id")[5][0]  # ids 500..599
+
+    with moved_away(far, tmp_path):
+        counts = merge_by_key(spark, path, narrow_batch(spark), ["id"], ["id", "v"], full=False)
+
+    assert (counts.inserted, counts.updated, counts.deleted) == (5, 29, 1)
+    expected = (
+        {i: i % 7 for i in range(1000)} | {i: 99 for i in range(910, 940)} | {i: 5 for i in range(1000, 1005)}
+    )
+    del expected[911]
+    assert rows_by_key(spark, path) == expected
+
+
+def test_without_key_ranges_the_same_batch_reads_every_file(spark, tmp_path, monkeypatch):
+    """The converse of the test above, so that test's moved file proves something."""
+    path = filled(spark, tmp_path, monkeypatch)
+    far = file_ranges(spark, path, "id")[5][0]
+    spark.conf.set(key_ranges.ENABLED, "false")
+    try:
+        with moved_away(far, tmp_path), pytest.raises(Exception, match="(?i)not exist|FileNotFound"):
+            merge_by_key(spark, path, narrow_batch(spark), ["id"], ["id", "v"], full=False)
+    finally:
+        spark.conf.unset(key_ranges.ENABLED)
+
+
+@pytest.mark.parametrize(
+    ("column_type", "value", "bounded"),
+    [
+        ("bigint", 3, True),
+        ("string", "'k3'", True),
+        ("date", "date'2026-01-03'", True),
+        ("timestamp", "timestamp'2026-01-03 01:30:00'", False),
+        ("double", "3.5D", False),
+    ],
+)
+def test_key_ranges_are_taken_only_for_types_whose_values_round_trip_exactly(
+    spark, column_type, value, bounded
+):
+    frame = spark.sql(f"SELECT CAST({value} AS {column_type}) AS k")
+    bounds = KeyRange.of(frame, "k")
+    assert (bounds.lo is not None) is bounded
+    assert frame.where(bounds.covers(frame["k"])).count() == 1
+
+
+def test_an_fk_join_batch_of_recent_products_reads_no_old_file_of_source_output_or_index(lake, monkeypatch):
+    """Products p000..p399 in four files of 100, as CDC appends them; a batch updates and deletes
+    recent ones and inserts new ones. With the oldest file of the source, the output and the
+    routing index moved away, the batch still runs, and its output is the recomputation."""
+    from lakejoin.routing import LEFT_KEY
+    from lakejoin.runner import routing_index_path
+    from tests.lakehouse import MERCHANTS, PRODUCTS
+
+    monkeypatch.setattr(key_ranges, "ROWS_PER_FILE", 100)
+    lake.create("merchants", MERCHANTS, [("m1", "Acme", "a.png"), ("m2", "Bolt", "b.png")])
+    lake.create("products", PRODUCTS, [])
+    products = [(f"p{i:03d}", f"item {i}", float(i), f"m{1 + i % 2}") for i in range(400)]
+    (
+        lake.spark.createDataFrame(products, PRODUCTS)
+        .orderBy("product_id")
+        .coalesce(1)
+        .write.format("delta")
+        .mode("append")
+        .option("maxRecordsPerFile", 100)
+        .save(lake.path("products"))
+    )
+    spec = lake.spec()
+    lake.run(spec)
+    lake.upsert("products", "product_id", [(f"p{i:03d}", "renamed", 1.0, "m2") for i in range(390, 405)])
+    lake.delete("products", "product_id", ["p395"])
+
+    oldest = [
+        file_ranges(lake.spark, path, key)[0][0]
+        for path, key in [
+            (lake.path("products"), "product_id"),
+            (spec.views["display_products"].path, "product_id"),
+            (routing_index_path(spec, spec.views["display_products"]), LEFT_KEY),
+        ]
+    ]
+    with ExitStack() as stack:
+        for file in oldest:
+            stack.enter_context(moved_away(file, lake.root))
+        summary = lake.run(spec)
+
+    assert summary.inserted == 5 and summary.deleted == 1
+    assert lake.output(spec) == lake.expected(spec)
