@@ -78,6 +78,22 @@ class KeyRange:
         return column.between(F.lit(self.lo), F.lit(self.hi))
 
 
+def within(
+    spark: SparkSession, table: DataFrame, column: str, keys: DataFrame, keys_column: str
+) -> DataFrame:
+    """The rows of `table` whose `column` lies in the range of `keys_column` in `keys` (all of
+    them when key ranges are off): a literal filter Delta skips files by, before a semi-join
+    with `keys` picks the rows.
+
+    >>> old = within(spark, state, "left_key", affected, "left_key")     # doctest: +SKIP
+    """
+    from pyspark.sql import functions as F
+
+    if not enabled(spark):
+        return table
+    return table.where(KeyRange.of(keys, keys_column).covers(F.col(column)))
+
+
 def write_laid_out(rows: DataFrame, path: str, key: str) -> None:
     """Append `rows` to the Delta table at `path`, files holding disjoint ranges of `key`."""
     (

@@ -25,9 +25,13 @@ def routes(left_rows: DataFrame, left_key: str, fk: str) -> DataFrame:
 
 
 def routed_left_keys(index: DataFrame, changed_right_keys: DataFrame, right_key: str) -> DataFrame:
-    """The left keys that reference any of the changed right keys (column named `LEFT_KEY`)."""
+    """The left keys that reference any of the changed right keys (column named `LEFT_KEY`).
+    With no changed right key the index is not read: a batch of left changes alone does not scan
+    it."""
     from pyspark.sql import functions as F
 
+    if changed_right_keys.isEmpty():
+        return index.select(LEFT_KEY).limit(0)
     return (
         index.join(
             F.broadcast(changed_right_keys.select(F.col(right_key).alias(RIGHT_KEY))),

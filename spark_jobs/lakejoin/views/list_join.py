@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from lakejoin.changes import CHANGE, ChangeKind
+from lakejoin.key_ranges import within
 from lakejoin.spec import Duplicates, ListJoin, PipelineSpec, View
 from lakejoin.views.base import BatchContext, Rebuilt, Validation, ViewKindLogic
 
@@ -143,15 +144,18 @@ class ListJoinView(ViewKindLogic):
         left_changed = changes[self.left.name]
         changed_keys = left_changed.select(F.col(key).alias(LEFT_KEY))
         right_changed = changes[self.right.name].select(F.col(self.right.key).alias(ELEMENT))
-        routed = (
-            state.join(F.broadcast(right_changed), on=ELEMENT, how="left_semi").select(LEFT_KEY).distinct()
-        )
+        routed = state.select(LEFT_KEY).limit(0)  # no changed element: the state is not scanned
+        if not right_changed.isEmpty():
+            routed = state.join(F.broadcast(right_changed), on=ELEMENT, how="left_semi")
+            routed = routed.select(LEFT_KEY).distinct()
         affected = changed_keys.union(routed).distinct().localCheckpoint()
 
         left_rows = ctx.rows_of(self.left, affected.withColumnRenamed(LEFT_KEY, key), left_changed)
         ctx.require_unique(left_rows, self.left)
         new_composite = composite_rows(left_rows, self.join, key).localCheckpoint()
-        old_composite = state.join(F.broadcast(affected), on=LEFT_KEY, how="left_semi")
+        old_composite = within(ctx.spark, state, LEFT_KEY, affected, LEFT_KEY).join(
+            F.broadcast(affected), on=LEFT_KEY, how="left_semi"
+        )
 
         # A left row whose list is as it was, and none of whose elements changed on the right,
         # keeps its joined list from the output.
@@ -168,6 +172,7 @@ class ListJoinView(ViewKindLogic):
         if ctx.repairing:
             same_list = same_list.limit(0)
         output = ctx.spark.read.format("delta").load(self.view.path)
+        output = within(ctx.spark, output, key, affected, LEFT_KEY)
         kept = (
             output.select(F.col(key).alias(LEFT_KEY), self.join.into)
             .join(F.broadcast(same_list), on=LEFT_KEY, how="left_semi")
