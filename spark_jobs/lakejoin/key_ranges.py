@@ -78,20 +78,14 @@ class KeyRange:
         return column.between(F.lit(self.lo), F.lit(self.hi))
 
 
-def within(
-    spark: SparkSession, table: DataFrame, column: str, keys: DataFrame, keys_column: str
-) -> DataFrame:
-    """The rows of `table` whose `column` lies in the range of `keys_column` in `keys` (all of
-    them when key ranges are off): a literal filter Delta skips files by, before a semi-join
-    with `keys` picks the rows.
+def batch_range(spark: SparkSession, keys: DataFrame, column: str) -> KeyRange:
+    """The range of `column` in a batch's `keys`, to filter a table by before a semi-join with
+    them (no range, so no filter, when key ranges are off).
 
-    >>> old = within(spark, state, "left_key", affected, "left_key")     # doctest: +SKIP
+    >>> bounds = batch_range(spark, affected, "left_key")                # doctest: +SKIP
+    >>> old = state.where(bounds.covers(F.col("left_key")))              # doctest: +SKIP
     """
-    from pyspark.sql import functions as F
-
-    if not enabled(spark):
-        return table
-    return table.where(KeyRange.of(keys, keys_column).covers(F.col(column)))
+    return KeyRange.of(keys, column) if enabled(spark) else KeyRange(column)
 
 
 def write_laid_out(rows: DataFrame, path: str, key: str) -> None:

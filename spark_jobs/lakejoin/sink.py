@@ -159,11 +159,10 @@ def _fill(spark: SparkSession, path: str, rows: DataFrame, first_key: str) -> Me
 
     before = latest_version(spark, path, role=path)
     write_laid_out(rows, path, first_key)
-    if latest_version(spark, path, role=path) == before:
+    commit = DeltaTable.forPath(spark, path).history(1).select("version", "operationMetrics").first()
+    if commit is None or commit["version"] == before:
         return MergeCounts(applied=False)
-    commit = DeltaTable.forPath(spark, path).history(1).select("operationMetrics").first()
-    metrics = commit["operationMetrics"] if commit is not None else {}
-    return MergeCounts(inserted=int(metrics.get("numOutputRows", 0)))
+    return MergeCounts(inserted=int(commit["operationMetrics"].get("numOutputRows", 0)))
 
 
 def _merge_then_append(

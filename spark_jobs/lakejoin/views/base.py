@@ -102,13 +102,13 @@ class BatchContext:
         from pyspark.sql import functions as F
 
         from lakejoin.changes import CHANGE, ChangeKind
-        from lakejoin.key_ranges import within
+        from lakejoin.key_ranges import batch_range
 
         key = source.key
         keys = keys.localCheckpoint()
         # Only the files of the keys' range are read (key_ranges: the source's files hold key
         # ranges when it was written in key order, as CDC appends of growing keys are).
-        snapshot = within(self.spark, self.snapshot(source), key, keys, key)
+        snapshot = self.snapshot(source).where(batch_range(self.spark, keys, key).covers(F.col(key)))
         # A net change holds one row per key, so it cannot show a key the source holds twice:
         # that check reads the key column alone, not the rows.
         self.require_unique(snapshot.select(key).join(F.broadcast(keys), on=key, how="left_semi"), source)

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from lakejoin.changes import CHANGE, ChangeKind
-from lakejoin.key_ranges import within
+from lakejoin.key_ranges import batch_range
 from lakejoin.spec import Duplicates, ListJoin, PipelineSpec, View
 from lakejoin.views.base import BatchContext, Rebuilt, Validation, ViewKindLogic
 
@@ -153,7 +153,8 @@ class ListJoinView(ViewKindLogic):
         left_rows = ctx.rows_of(self.left, affected.withColumnRenamed(LEFT_KEY, key), left_changed)
         ctx.require_unique(left_rows, self.left)
         new_composite = composite_rows(left_rows, self.join, key).localCheckpoint()
-        old_composite = within(ctx.spark, state, LEFT_KEY, affected, LEFT_KEY).join(
+        bounds = batch_range(ctx.spark, affected, LEFT_KEY)  # one range for the state and the output
+        old_composite = state.where(bounds.covers(F.col(LEFT_KEY))).join(
             F.broadcast(affected), on=LEFT_KEY, how="left_semi"
         )
 
@@ -171,8 +172,7 @@ class ListJoinView(ViewKindLogic):
         )
         if ctx.repairing:
             same_list = same_list.limit(0)
-        output = ctx.spark.read.format("delta").load(self.view.path)
-        output = within(ctx.spark, output, key, affected, LEFT_KEY)
+        output = ctx.spark.read.format("delta").load(self.view.path).where(bounds.covers(F.col(key)))
         kept = (
             output.select(F.col(key).alias(LEFT_KEY), self.join.into)
             .join(F.broadcast(same_list), on=LEFT_KEY, how="left_semi")
