@@ -117,6 +117,35 @@ def test_a_rerun_with_nothing_new_is_skipped_and_writes_nothing(lake):
     assert [r.batch_id for r in batch_store(lake.spark, spec).history(VIEW)] == [1, 2]
 
 
+def test_a_vacuum_or_an_optimize_of_the_sources_is_nothing_new(lake):
+    """VACUUM and OPTIMIZE commit versions that hold no change rows: the batch skips as when
+    nothing is new, and the next real change is read from the last committed pins on."""
+    from delta.tables import DeltaTable
+
+    spec = seeded(lake)
+    first = lake.run(spec, checks=False)
+    before, rows = versions(lake, spec), lake.output(spec)
+    for name in ("products", "merchants"):
+        table = DeltaTable.forPath(lake.spark, lake.path(name))
+        table.optimize().executeCompaction()
+        table.vacuum(0)
+        assert latest_version(lake.spark, lake.path(name), role=name) > first.pinned_versions[name]
+
+    skipped = lake.run(spec, checks=False)
+
+    assert skipped.outcome is BatchOutcome.SKIPPED and skipped.batch_id is None
+    assert versions(lake, spec) == before
+    assert lake.output(spec) == rows
+    assert [r.batch_id for r in batch_store(lake.spark, spec).history(VIEW)] == [1]
+
+    change_everything_once(lake)
+    after = lake.run(spec, checks=False)
+
+    assert after.outcome is BatchOutcome.COMMITTED and after.batch_id == 2
+    assert after.start_versions["products"] == first.pinned_versions["products"]
+    assert lake.output(spec) == lake.expected(spec) != rows
+
+
 def test_re_executing_a_committed_batch_applies_none_of_its_writes_twice(lake, monkeypatch):
     """Replay batch 2 after it committed, through run_view itself: the only trick is that the
     batch store answers "batch 2 is still planned" (as after a lost commit acknowledgement), so

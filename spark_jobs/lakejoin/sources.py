@@ -29,6 +29,32 @@ def latest_version(spark: SparkSession, path: str, *, role: str) -> int:
     return int(history["version"])
 
 
+# Commits that change no row, so their versions hold no change rows: a VACUUM (logged as two
+# commits on filesystems that allow it) and an OPTIMIZE (compaction, Z-order, clustering).
+NO_DATA_OPERATIONS = frozenset({"VACUUM START", "VACUUM END", "OPTIMIZE"})
+
+
+def changes_rows(spark: SparkSession, path: str, after: int, upto: int, *, role: str) -> bool:
+    """Can the versions (after, upto] of the table hold change rows? False only when Delta's
+    history shows every one of them as a commit in NO_DATA_OPERATIONS; when in doubt, True."""
+    from pyspark.sql import functions as F
+
+    if upto == after:
+        return False
+    if upto < after:  # the table went back (recreated, restored): let the batch say what broke
+        return True
+    commits = (
+        delta_table(spark, path, role=role)
+        .history(upto - after + 16)  # a few writes may have landed after the pin
+        .where((F.col("version") > after) & (F.col("version") <= upto))
+        .select("version", "operation")
+        .collect()
+    )
+    if len(commits) != upto - after:
+        return True
+    return any(c["operation"] not in NO_DATA_OPERATIONS for c in commits)
+
+
 def require_change_feed(spark: SparkSession, path: str, *, role: str) -> None:
     """Fail with a fix when the table does not record a Change Data Feed."""
     detail = delta_table(spark, path, role=role).detail().select("properties").first()
