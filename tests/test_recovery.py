@@ -18,8 +18,9 @@ import pytest
 
 from lakejoin.batches import BatchMode, BatchStatus, BatchStore, read_histories
 from lakejoin.errors import QualityCheckError
+from lakejoin.pending import pending_work
 from lakejoin.runner import BatchOutcome, batch_store, committed_output_version, routing_index_path
-from lakejoin.sources import latest_version
+from lakejoin.sources import history_may_hold_changes, latest_version
 from tests.lakehouse import MERCHANTS, PRODUCTS, Lakehouse, fk_join_oracle, run_cli_with_failpoint
 
 pytestmark = pytest.mark.e2e
@@ -131,19 +132,47 @@ def test_a_vacuum_or_an_optimize_of_the_sources_is_nothing_new(lake):
         table.vacuum(0)
         assert latest_version(lake.spark, lake.path(name), role=name) > first.pinned_versions[name]
 
+    pending = pending_work(spec, VIEW)  # the DAG's pre-check, on delta-rs, agrees
     skipped = lake.run(spec, checks=False)
 
+    assert pending.run is False and "only maintenance commits" in pending.reason, pending
     assert skipped.outcome is BatchOutcome.SKIPPED and skipped.batch_id is None
     assert versions(lake, spec) == before
     assert lake.output(spec) == rows
     assert [r.batch_id for r in batch_store(lake.spark, spec).history(VIEW)] == [1]
 
     change_everything_once(lake)
+    assert pending_work(spec, VIEW).run is True
     after = lake.run(spec, checks=False)
 
     assert after.outcome is BatchOutcome.COMMITTED and after.batch_id == 2
     assert after.start_versions["products"] == first.pinned_versions["products"]
     assert lake.output(spec) == lake.expected(spec) != rows
+
+
+@pytest.mark.parametrize(
+    ("operations", "expected"),
+    [
+        ({}, False),  # no new version
+        ({v: "OPTIMIZE" for v in range(11, 200)}, False),  # read over several pages
+        ({**{v: "VACUUM END" for v in range(11, 200)}, 150: "MERGE"}, True),
+        ({**{v: "OPTIMIZE" for v in range(11, 200)}, 199: "WRITE"}, True),  # newest first: one page
+        ({v: "OPTIMIZE" for v in range(11, 200) if v != 40}, True),  # a version the history lacks
+    ],
+)
+def test_only_maintenance_commits_are_nothing_new_and_history_is_read_newest_first(operations, expected):
+    """The rule both the engine (Spark's history) and the DAG's pre-check (delta-rs) apply."""
+    upto = max(operations, default=10)
+    log = sorted(operations.items(), reverse=True) + [(v, "WRITE") for v in range(10, -1, -1)]
+    reads: list[int] = []
+
+    def newest(limit: int) -> list[tuple[int, str]]:
+        reads.append(limit)
+        return log[:limit]
+
+    assert history_may_hold_changes(newest, 10, upto) is expected
+    if operations.get(upto) == "WRITE":
+        assert len(reads) == 1  # the newest commit is a data commit: no further page is read
 
 
 def test_re_executing_a_committed_batch_applies_none_of_its_writes_twice(lake, monkeypatch):

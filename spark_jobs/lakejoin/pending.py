@@ -40,7 +40,8 @@ def pending_work(spec: PipelineSpec, view_name: str) -> Pending:
     if not committed:
         return Pending(True, "the view has no committed batch yet")
     last = committed[-1]
-    newer = []
+    newer: list[str] = []
+    maintenance: list[str] = []
     for source in view_logic(spec, spec.views[view_name]).change_sources:
         try:
             latest = (
@@ -48,10 +49,21 @@ def pending_work(spec: PipelineSpec, view_name: str) -> Pending:
             )
         except Exception as exc:  # noqa: BLE001 - a missing or unreadable source: let the engine explain
             return Pending(True, f"source '{source.name}' unreadable without Spark ({type(exc).__name__})")
-        if latest != last.pinned_versions.get(source.name):
-            newer.append(f"{source.name} {last.pinned_versions.get(source.name, -1)}->{latest}")
+        pinned = last.pinned_versions.get(source.name, -1)
+        if latest == pinned:
+            continue
+        if pinned >= 0 and not _may_hold_changes(source.path, pinned, latest):
+            maintenance.append(f"{source.name} {pinned}->{latest}")
+            continue
+        newer.append(f"{source.name} {pinned}->{latest}")
     if newer:
         return Pending(True, "new versions: " + ", ".join(newer))
+    if maintenance:
+        return Pending(
+            False,
+            f"nothing new since batch {last.batch_id}: only maintenance commits (VACUUM, OPTIMIZE) "
+            "in " + ", ".join(maintenance),
+        )
     read = ", ".join(f"{k}@{v}" for k, v in sorted(last.pinned_versions.items()) if not k.startswith("_"))
     return Pending(False, f"no new versions since batch {last.batch_id}: {read}")
 
@@ -66,6 +78,23 @@ def _committed(spec: PipelineSpec, upstream: str) -> int:
     if not committed or committed_output_version(committed[-1]) < 0:
         return _latest_version(spec.sources[upstream].path)
     return committed_output_version(committed[-1])
+
+
+def _may_hold_changes(path: str, after: int, upto: int) -> bool:
+    """The engine's rule (sources.history_may_hold_changes) on delta-rs's history; unreadable: True."""
+    from deltalake import DeltaTable
+
+    from lakejoin.sources import history_may_hold_changes
+
+    try:
+        table = DeltaTable(path, without_files=True)
+
+        def newest(limit: int) -> list[tuple[int, str]]:
+            return [(int(c["version"]), str(c["operation"])) for c in table.history(limit)]
+
+        return history_may_hold_changes(newest, after, upto)
+    except Exception:  # noqa: BLE001 - in doubt, run: the batch engine decides
+        return True
 
 
 def _latest_version(path: str) -> int:

@@ -22,7 +22,7 @@ from lakejoin.errors import BatchStateError, KeyConflictError, NullKeyError, Rep
 from lakejoin.repair import RepairRange, repair_changes
 from lakejoin.schema_checks import check_view_schemas
 from lakejoin.sink import drift_error, ensure_output, merge_affected, merge_full, replace_output, schema_drift
-from lakejoin.sources import changes_rows, column_types, latest_version, require_change_feed, snapshot
+from lakejoin.sources import column_types, latest_version, may_hold_changes, require_change_feed, snapshot
 from lakejoin.spec import PipelineSpec, Source, View, ViewKind
 from lakejoin.views.base import BatchContext, ViewKindLogic
 
@@ -310,7 +310,7 @@ class _Batch:
         at 15 M rows, docs/bench/analysis.md)."""
         if source.name not in start:
             return True
-        return changes_rows(
+        return may_hold_changes(
             self.spark, source.path, start[source.name], pinned[source.name], role=self._where(source)
         )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from lakejoin.errors import ChangeFeedMissingError, SourceError
@@ -32,27 +33,45 @@ def latest_version(spark: SparkSession, path: str, *, role: str) -> int:
 # Commits that change no row, so their versions hold no change rows: a VACUUM (logged as two
 # commits on filesystems that allow it) and an OPTIMIZE (compaction, Z-order, clustering).
 NO_DATA_OPERATIONS = frozenset({"VACUUM START", "VACUUM END", "OPTIMIZE"})
+FIRST_HISTORY_PAGE = 16  # commits; a few writes may have landed after the pin
+
+Commits = Callable[[int], list[tuple[int, str]]]
 
 
-def changes_rows(spark: SparkSession, path: str, after: int, upto: int, *, role: str) -> bool:
-    """Can the versions (after, upto] of the table hold change rows? False only when Delta's
-    history shows every one of them as a commit in NO_DATA_OPERATIONS; when in doubt, True."""
-    from pyspark.sql import functions as F
+def may_hold_changes(spark: SparkSession, path: str, after: int, upto: int, *, role: str) -> bool:
+    """Can the versions (after, upto] of the table hold change rows? See `history_may_hold_changes`."""
+    table = delta_table(spark, path, role=role)
 
+    def newest(limit: int) -> list[tuple[int, str]]:
+        rows = table.history(limit).select("version", "operation").collect()
+        return [(int(r["version"]), str(r["operation"])) for r in rows]
+
+    return history_may_hold_changes(newest, after, upto)
+
+
+def history_may_hold_changes(newest: Commits, after: int, upto: int) -> bool:
+    """False only when a table's history shows every version in (after, upto] as a commit in
+    NO_DATA_OPERATIONS; when in doubt (a version missing from the history), True.
+
+    `newest(limit)` gives the table's newest `limit` commits as (version, operation), newest
+    first (Delta's `history` in Spark or in delta-rs). The history is read a page at a time and
+    the first data commit answers, so a source with many new writes costs one short read.
+    """
     if upto == after:
         return False
     if upto < after:  # the table went back (recreated, restored): let the batch say what broke
         return True
-    commits = (
-        delta_table(spark, path, role=role)
-        .history(upto - after + 16)  # a few writes may have landed after the pin
-        .where((F.col("version") > after) & (F.col("version") <= upto))
-        .select("version", "operation")
-        .collect()
-    )
-    if len(commits) != upto - after:
-        return True
-    return any(c["operation"] not in NO_DATA_OPERATIONS for c in commits)
+    limit = FIRST_HISTORY_PAGE
+    while True:
+        commits = newest(limit)
+        in_range = [(v, op) for v, op in commits if after < v <= upto]
+        if any(op not in NO_DATA_OPERATIONS for _, op in in_range):
+            return True
+        if len(in_range) == upto - after:
+            return False
+        if len(commits) < limit or any(v <= after for v, _ in commits):
+            return True  # the history ends, or skips a version, before it covers the range
+        limit *= 4
 
 
 def require_change_feed(spark: SparkSession, path: str, *, role: str) -> None:
