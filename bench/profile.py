@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=0.01)
     parser.add_argument("--work", default="build/bench-profile")
     parser.add_argument("--top", type=int, default=40)
+    parser.add_argument("--save", help="also write the raw profile here (pstats format)")
     parser.add_argument("--batches", type=int, default=2, help="change batches; the last one is profiled")
     args = parser.parse_args(argv)
 
@@ -55,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
                 profiler.disable()
                 phases = ", ".join(f"{p} {s:.2f}" for p, s in summary.phase_seconds.items())
                 print(f"{view}: {summary.outcome.value}, |K| {summary.affected_keys}: {phases}")
+    if args.save:
+        profiler.dump_stats(args.save)
     stats = pstats.Stats(profiler, stream=sys.stdout).sort_stats("cumulative")
     stats.print_stats(r"lakejoin|great_expectations/data_context|delta/tables", args.top)
     return 0

@@ -123,6 +123,44 @@ def test_propagate_rewrites_every_fact_a_dimension_change_reaches(lake):
     assert summary.metrics()["full_recompute"] == 0
 
 
+def test_a_dimension_added_to_the_spec_asks_for_a_full_refresh_which_rebuilds_the_routing_index(lake):
+    """One routing index serves every dimension (one route column each). A spec that gains a
+    dimension finds no route for it: the batch fails before writing and says to refresh; the
+    refresh rebuilds the index with the new route, and the new dimension's changes propagate."""
+    from lakejoin.errors import BatchStateError
+
+    create_tables(lake)
+    views = f"""\
+  {VIEW}:
+    enrich:
+      fact: purchases
+      mode: propagate
+      fanout_threshold: 1.0
+      dimensions:
+        - {{table: customers, fk: customer_id, prefix: customer_, columns: [name]}}
+"""
+    one = write_spec(lake, KEYS, views)
+    run(lake, one)
+    lake.upsert("customers", "customer_id", [("c1", "Anna", "NO")])
+    _, changed = run(lake, one)
+    assert changed == {"update_postimage": {"o1", "o4"}}
+    before = output_rows(lake, one, VIEW)
+
+    two = spec_of(lake, "propagate", "\n      fanout_threshold: 1.0")
+    lake.upsert("products", "product_id", [("p1", "pen+", 1.0)])
+    with pytest.raises(BatchStateError) as error:
+        run(lake, two)
+    assert "products_by_product_id" in str(error.value) and "--full-refresh" in str(error.value)
+    assert output_rows(lake, two, VIEW) == before  # nothing written
+
+    run(lake, two, full_refresh=True)
+    assert output_rows(lake, two, VIEW) == enrich_oracle(lake, two, VIEW)
+    lake.upsert("products", "product_id", [("p2", "cup XL", 2.0)])
+    _, changed = run(lake, two)
+    assert changed == {"update_postimage": {"o4"}}
+    assert output_rows(lake, two, VIEW) == enrich_oracle(lake, two, VIEW)
+
+
 def test_a_propagate_batch_killed_after_its_output_merge_is_retried_on_its_pinned_versions(lake):
     """KIP-314 lacked deterministic offsets; Delta versions give them. The batch dies (SIGKILL, its
     own JVM) after the output MERGE, before the routing indexes are updated; the retry re-reads the

@@ -11,7 +11,7 @@ import enum
 import json
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -68,26 +68,31 @@ class BatchStore:
 
     def history(self, view: str) -> list[BatchRecord]:
         """Every record of `view`, oldest first; a committed batch appears once, as committed."""
+        return self.histories([view])[view]
+
+    def histories(self, views: Collection[str]) -> dict[str, list[BatchRecord]]:
+        """`history` of several views, from one read of the records."""
+        found: dict[str, list] = {view: [] for view in views}
         if not self._exists():
-            return []
+            return found
         from pyspark.sql import functions as F
 
         rows = (
             self.spark.read.format("delta")
             .load(self.path)
-            .where((F.col("pipeline") == self.pipeline) & (F.col("view") == view))
+            .where((F.col("pipeline") == self.pipeline) & F.col("view").isin(list(found)))
             .orderBy("batch_id", "recorded_at")
             .collect()
         )
-        return _one_per_batch(rows)
+        for row in rows:
+            found[row["view"]].append(row)
+        return {view: _one_per_batch(view_rows) for view, view_rows in found.items()}
 
     def last(self, view: str) -> BatchRecord | None:
-        records = self.history(view)
-        return records[-1] if records else None
+        return last_of(self.history(view))
 
     def last_committed(self, view: str) -> BatchRecord | None:
-        committed = [r for r in self.history(view) if r.status is BatchStatus.COMMITTED]
-        return committed[-1] if committed else None
+        return last_of(self.history(view), BatchStatus.COMMITTED)
 
     def plan(self, record: BatchRecord) -> None:
         self._append(record, txn_version=2 * record.batch_id)
@@ -146,6 +151,12 @@ def read_histories(pipeline: str, path: str, view: str | None = None) -> dict[st
         row.update({c: dict(row[c] or []) for c in ("start_versions", "pinned_versions", "metrics")})
         by_view.setdefault(row["view"], []).append(row)
     return {view: _one_per_batch(view_rows) for view, view_rows in by_view.items()}
+
+
+def last_of(records: list[BatchRecord], status: BatchStatus | None = None) -> BatchRecord | None:
+    """The newest of a view's records (of those with `status`, when given)."""
+    chosen = [r for r in records if status is None or r.status is status]
+    return chosen[-1] if chosen else None
 
 
 def _one_per_batch(rows: list) -> list[BatchRecord]:

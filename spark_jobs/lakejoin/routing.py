@@ -1,41 +1,47 @@
 """Routing indexes: right key -> left keys, the subscription store of KIP-213.
 
-A routing index holds one row per left key whose foreign key is not null. It is a Delta table
-clustered by the right key, so the left keys a right change reaches are found without scanning
-the left table. A batch reads it at the version its plan pinned, and updates it afterwards.
+A routing index holds one row per left key: the left key, and one route column per foreign key
+the view follows (fk_join: one, `RIGHT_KEY`; enrich: one per dimension, in one table). A row
+exists while any of its routes is not null. A batch reads the index at the version its plan
+pinned, and updates it afterwards with one MERGE, however many foreign keys it routes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import DataType
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 RIGHT_KEY = "right_key"
 LEFT_KEY = "left_key"
 
 
-def routes(left_rows: DataFrame, left_key: str, fk: str) -> DataFrame:
-    """The routes of some left rows: (left_key, right_key), right_key null when fk is null."""
+def routes(left_rows: DataFrame, left_key: str, fks: Mapping[str, str]) -> DataFrame:
+    """The routes of some left rows: `LEFT_KEY`, then each route column (`fks` maps a route
+    column to the left rows' foreign-key column; null where the fk is null)."""
     from pyspark.sql import functions as F
 
-    return left_rows.select(F.col(left_key).alias(LEFT_KEY), F.col(fk).alias(RIGHT_KEY))
+    return left_rows.select(
+        F.col(left_key).alias(LEFT_KEY), *[F.col(fk).alias(route) for route, fk in fks.items()]
+    )
 
 
-def routed_left_keys(index: DataFrame, changed_right_keys: DataFrame, right_key: str) -> DataFrame:
-    """The left keys that reference any of the changed right keys (column named `LEFT_KEY`).
-    With no changed right key the index is not read: a batch of left changes alone does not scan
-    it."""
+def routed_left_keys(
+    index: DataFrame, changed_right_keys: DataFrame, right_key: str, route: str = RIGHT_KEY
+) -> DataFrame:
+    """The left keys whose `route` column holds any of the changed right keys (column named
+    `LEFT_KEY`). With no changed right key the index is not read: a batch of left changes alone
+    does not scan it."""
     from pyspark.sql import functions as F
 
     if changed_right_keys.isEmpty():
         return index.select(LEFT_KEY).limit(0)
     return (
         index.join(
-            F.broadcast(changed_right_keys.select(F.col(right_key).alias(RIGHT_KEY))),
-            on=RIGHT_KEY,
+            F.broadcast(changed_right_keys.select(F.col(right_key).alias(route))),
+            on=route,
             how="left_semi",
         )
         .select(LEFT_KEY)
@@ -43,37 +49,65 @@ def routed_left_keys(index: DataFrame, changed_right_keys: DataFrame, right_key:
     )
 
 
-def ensure_index(spark: SparkSession, path: str, left_type: DataType, right_type: DataType) -> None:
+def ensure_index(
+    spark: SparkSession, path: str, left_rows: DataFrame, left_key: str, fks: Mapping[str, str]
+) -> None:
+    """Create the index if it does not exist, typed after the left rows' key and fk columns.
+    One route is clustered by its right key, several by the left key (Delta clusters by at most
+    four columns)."""
     from pyspark.sql.types import StructField, StructType
 
     from lakejoin.sink import ensure_keyed_table
 
-    schema = StructType([StructField(RIGHT_KEY, right_type, True), StructField(LEFT_KEY, left_type, False)])
-    ensure_keyed_table(spark, path, schema, [RIGHT_KEY])
+    types = left_rows.schema
+    schema = StructType(
+        [StructField(route, types[fk].dataType, True) for route, fk in fks.items()]
+        + [StructField(LEFT_KEY, types[left_key].dataType, False)]
+    )
+    ensure_keyed_table(spark, path, schema, list(fks) if len(fks) == 1 else [LEFT_KEY])
 
 
-def update_index(spark: SparkSession, path: str, new_routes: DataFrame, *, full: bool) -> None:
-    """Bring the routes of the given left keys up to date (all of them when `full`).
-
-    `new_routes` has one row per affected left key; a null right key means "no route".
-    """
+def _any_route(fks: Mapping[str, str]) -> Column:
     from pyspark.sql import functions as F
 
-    from lakejoin.sink import KEEP, merge_by_key
-
-    source = new_routes.withColumn(KEEP, F.col(RIGHT_KEY).isNotNull())
-    merge_by_key(spark, path, source, [LEFT_KEY], [RIGHT_KEY, LEFT_KEY], full=full)
+    present = F.lit(False)
+    for route in fks:
+        present = present | F.col(route).isNotNull()
+    return present
 
 
 def refresh_routes(
-    spark: SparkSession, path: str, left_rows: DataFrame, affected: DataFrame | None, left_key: str, fk: str
+    spark: SparkSession,
+    path: str,
+    left_rows: DataFrame,
+    affected: DataFrame | None,
+    left_key: str,
+    fks: Mapping[str, str],
 ) -> None:
     """Bring the index at `path` in step with `left_rows`, the current rows of the affected left
-    keys (of every left key when `affected` is None); an affected key without a row loses its
-    route."""
-    types = left_rows.schema
-    ensure_index(spark, path, types[left_key].dataType, types[fk].dataType)
-    new_routes = routes(left_rows, left_key, fk)
+    keys (of every left key when `affected` is None): one MERGE by left key. An affected key
+    without a row, or whose every fk is null, loses its row."""
+    from pyspark.sql import functions as F
+
+    from lakejoin.sink import KEEP, merge_by_key, replace_output
+
+    columns = [*fks, LEFT_KEY]
+    new_routes = routes(left_rows, left_key, fks)
     if affected is not None:
         new_routes = affected.withColumnRenamed(left_key, LEFT_KEY).join(new_routes, on=LEFT_KEY, how="left")
-    update_index(spark, path, new_routes, full=affected is None)
+    source = new_routes.withColumn(KEEP, _any_route(fks))
+    if affected is None and index_columns(spark, path) not in (None, columns):
+        # A full refresh after the routes changed (an enrich dimension added or dropped).
+        replace_output(path, source.where(F.col(KEEP)).select(*columns))
+        return
+    ensure_index(spark, path, left_rows, left_key, fks)
+    merge_by_key(spark, path, source, [LEFT_KEY], columns, full=affected is None)
+
+
+def index_columns(spark: SparkSession, path: str) -> list[str] | None:
+    """The columns of the index at `path` (None: there is no index yet)."""
+    from delta.tables import DeltaTable
+
+    if not DeltaTable.isDeltaTable(spark, path):
+        return None
+    return DeltaTable.forPath(spark, path).toDF().columns

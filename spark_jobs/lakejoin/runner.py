@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakejoin import quality
-from lakejoin.batches import BatchMode, BatchRecord, BatchStatus, BatchStore, failpoint, idempotent
+from lakejoin.batches import BatchMode, BatchRecord, BatchStatus, BatchStore, failpoint, idempotent, last_of
 from lakejoin.changes import net_changes, no_changes, read_change_feed, translate_read_error
 from lakejoin.errors import BatchStateError, KeyConflictError, NullKeyError, RepairError, SourceError
 from lakejoin.repair import RepairRange, repair_changes
@@ -178,6 +178,7 @@ class _Batch:
         self._clock = time.monotonic()
         self._phase: Phase | None = None
         self._repair_ends: dict[str, int] = {}  # a repair's last version of each change source
+        self._records: dict[str, list[BatchRecord]] | None = None
 
     def _enter(self, phase: Phase) -> None:
         now = time.monotonic()
@@ -192,9 +193,19 @@ class _Batch:
 
     # --- 1. plan ---------------------------------------------------------------------------
 
+    def _history(self, view: str) -> list[BatchRecord]:
+        """A view's batch records as the plan found them: this view's and its upstream views'
+        come from one read of the records (the plan's own writes only add non-committed ones)."""
+        if self._records is None:
+            upstreams = {s.upstream for s in self.sources if s.upstream is not None}
+            self._records = self.store.histories({self.view.name, *upstreams})
+        if view not in self._records:
+            self._records.update(self.store.histories([view]))
+        return self._records[view]
+
     def plan(self, full_refresh: bool) -> BatchRecord | None:
         self._enter(Phase.PLAN)
-        last = self.store.last(self.view.name)
+        last = last_of(self._history(self.view.name))
         if last is not None and last.status is BatchStatus.PLANNED and last.mode is BatchMode.REPAIR:
             # A repair that died part-way wrote only rows as of the pins it shares with the
             # checkpoint: nothing to finish, and the next repair can simply start again.
@@ -209,7 +220,7 @@ class _Batch:
             # data it pinned): it re-derives every key, so nothing the plan held is lost.
             self.store.commit(replace(last, status=BatchStatus.ABANDONED))
         if last is not None and last.status is not BatchStatus.COMMITTED:
-            committed = self.store.last_committed(self.view.name)
+            committed = last_of(self._history(self.view.name), BatchStatus.COMMITTED)
             start_from, next_id = committed, last.batch_id + 1
         else:
             start_from, next_id = last, (last.batch_id + 1 if last else 1)
@@ -238,8 +249,8 @@ class _Batch:
     def plan_repair(self, repair: RepairRange) -> BatchRecord:
         """A repair batch: the last committed batch's pins, and each change source's range."""
         self._enter(Phase.PLAN)
-        last = self.store.last(self.view.name)
-        committed = self.store.last_committed(self.view.name)
+        history = self._history(self.view.name)
+        last, committed = last_of(history), last_of(history, BatchStatus.COMMITTED)
         where = f"view '{self.view.name}'"
         if last is not None and last.status is BatchStatus.PLANNED and last.mode is not BatchMode.REPAIR:
             raise RepairError(
@@ -292,7 +303,7 @@ class _Batch:
         output takes two commits) or whose checks failed."""
         if source.upstream is None:
             return latest_version(self.spark, source.path, role=self._where(source))
-        committed = self.store.last_committed(source.upstream)
+        committed = last_of(self._history(source.upstream), BatchStatus.COMMITTED)
         if committed is None:
             raise SourceError(
                 f"it reads view '{source.upstream}', which has no committed batch yet",

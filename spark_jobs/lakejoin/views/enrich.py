@@ -12,8 +12,9 @@ Two modes (DESIGN §1):
   processes it runs. Dimension changes do not rewrite it; only a change of the fact itself
   (or a full refresh) re-enriches it. A batch reads the fact's changes alone.
 - `propagate` (KIP-314): a dimension change rewrites every fact that references that key now.
-  A routing index per dimension (dimension key -> fact keys, like fk_join's) finds them, read at
-  the version the plan pinned, so the output equals a recompute at the pinned versions.
+  A routing index (fact key -> each dimension's key, one table for all dimensions, so a batch
+  writes it with one MERGE) finds them, read at the version the plan pinned, so the output
+  equals a recompute at the pinned versions.
 
 Fan-out: before a propagate batch, the facts the changed dimension keys reach are counted. When
 they are more than `fanout_threshold` of all facts (a country rename can touch 40 %), the batch
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lakejoin import quality, routing
+from lakejoin.errors import BatchStateError
 from lakejoin.spec import Dimension, EnrichMode, JoinHow, PipelineSpec, Source, View
 from lakejoin.views.base import STATE, BatchContext, Rebuilt, Validation, ViewKindLogic
 from lakejoin.views.fk_join import referenced_right_rows
@@ -92,7 +94,7 @@ def _size(size_bytes: int) -> str:
 
 
 class EnrichView(ViewKindLogic):
-    state_name = "routing indexes"
+    state_name = "routing index"
 
     def __init__(self, spec: PipelineSpec, view: View) -> None:
         super().__init__(spec, view)
@@ -115,14 +117,18 @@ class EnrichView(ViewKindLogic):
         return self.sources if self.propagate else (self.fact,)
 
     def state_tables(self, state_path: str) -> dict[str, str]:
-        return {pin: path for _, pin, path in self._routing_indexes(state_path)}
+        """The routing index, in propagate mode; none in lookup mode, which never rewrites a
+        fact for a dimension change."""
+        return {STATE: self._index_path(state_path)} if self.propagate else {}
 
-    def _routing_indexes(self, state_path: str) -> list[tuple[Dimension, str, str]]:
-        """(dimension, pin, path) of each routing index; none in lookup mode, which never
-        rewrites a fact for a dimension change."""
-        if not self.propagate:
-            return []
-        return [(d, f"{STATE}.{d.id}", f"{state_path}/{d.id}") for d in self.enrich.dimensions]
+    @staticmethod
+    def _index_path(state_path: str) -> str:
+        return f"{state_path}/routes"
+
+    def _routes(self) -> dict[str, str]:
+        """The index's route columns, one per dimension (named by its stable id), and the fact's
+        fk column each one holds."""
+        return {d.id: d.fk for d in self.enrich.dimensions}
 
     def prepare(self, schemas: Mapping[str, Mapping[str, str]]) -> None:
         for d in self.enrich.dimensions:
@@ -135,12 +141,21 @@ class EnrichView(ViewKindLogic):
     # --- affected keys -------------------------------------------------------------------
 
     def _reached(self, ctx: BatchContext, changes: Mapping[str, DataFrame]) -> DataFrame:
-        """The fact keys that reference a changed dimension key now (routing indexes)."""
+        """The fact keys that reference a changed dimension key now (the routing index)."""
         from pyspark.sql import functions as F
 
+        index = ctx.read_state(STATE, self._index_path(ctx.state_path))
+        missing = [route for route in self._routes() if route not in index.columns]
+        if missing:
+            raise BatchStateError(
+                f"its routing index has no route for dimension(s) {', '.join(missing)}: the "
+                "spec's dimensions changed since the index was built",
+                where=f"view '{self.view.name}', routing index {self._index_path(ctx.state_path)}",
+                fix="run the view with --full-refresh: it rebuilds the output and the index",
+            )
         reached = None
-        for d, pin, path in self._routing_indexes(ctx.state_path):
-            keys = routing.routed_left_keys(ctx.read_state(pin, path), changes[d.table], self.table(d).key)
+        for d in self.enrich.dimensions:
+            keys = routing.routed_left_keys(index, changes[d.table], self.table(d).key, route=d.id)
             reached = keys if reached is None else reached.union(keys)
         assert reached is not None
         return reached.distinct().select(F.col(routing.LEFT_KEY).alias(self.fact.key)).localCheckpoint()
@@ -219,8 +234,9 @@ class EnrichView(ViewKindLogic):
     # --- state and checks ------------------------------------------------------------------
 
     def write_state(self, ctx: BatchContext) -> None:
-        for d, _, path in self._routing_indexes(ctx.state_path):
-            routing.refresh_routes(ctx.spark, path, self._fact_rows, self._affected, self.fact.key, d.fk)
+        if self.propagate:
+            path, fact = self._index_path(ctx.state_path), self.fact.key
+            routing.refresh_routes(ctx.spark, path, self._fact_rows, self._affected, fact, self._routes())
 
     def validations(self, ctx: BatchContext, written: DataFrame, output: DataFrame) -> list[Validation]:
         import great_expectations as gx

@@ -112,7 +112,12 @@ class FkJoinView(ViewKindLogic):
 
     def write_state(self, ctx: BatchContext) -> None:
         routing.refresh_routes(
-            ctx.spark, ctx.state_path, self._left_rows, self._affected, self.left.key, self.join.fk
+            ctx.spark,
+            ctx.state_path,
+            self._left_rows,
+            self._affected,
+            self.left.key,
+            {routing.RIGHT_KEY: self.join.fk},
         )
 
     def validations(self, ctx: BatchContext, written: DataFrame, output: DataFrame) -> list[Validation]:
