@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.changes import ChangeMaker, Scenario
-from bench.measure import fingerprint, peak_memory, table_versions, writes_since
+from bench.measure import fingerprint, lakejoin_commit, peak_memory, table_versions, writes_since
 from bench.per_record import PerRecord
 from bench.tables import Sizes, write_sources
 from bench.variants import Floor, Full, Incremental, Layout, Naive, Run, Variant, spec_for
@@ -89,6 +89,7 @@ def run_matrix(
         {
             "orders": matrix.orders,
             "event": "tables",
+            "commit": lakejoin_commit(),
             "seconds": time.perf_counter() - started,
             "sizes": asdict(sizes),
         },

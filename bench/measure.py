@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -25,6 +26,14 @@ class Peak:
     rss_mb: float = 0.0
     heap_mb: float = 0.0
     python_mb: float = 0.0
+
+
+def lakejoin_commit() -> str:
+    """The commit of the code being measured (`-dirty` when the work tree has changes)."""
+    described = subprocess.run(
+        ["git", "describe", "--always", "--dirty", "--abbrev=7"], capture_output=True, text=True
+    )
+    return described.stdout.strip() or "?"
 
 
 @contextmanager

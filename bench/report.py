@@ -48,13 +48,12 @@ def machine() -> list[str]:
     )
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout
     return [
         f"- Machine: {os.cpu_count()} cores ({cpu}), {memory:.0f} GB RAM, "
         f"{platform.system()} {platform.release()}",
         f"- Python {platform.python_version()}, pyspark {metadata.version('pyspark')}, "
         f"delta-spark {metadata.version('delta-spark')}, {java[0] if java else 'java ?'}",
-        f"- lakejoin commit {commit.strip() or '?'}; Spark local[*], driver memory as given to the command",
+        "- Spark local[*], driver memory as given to the command",
     ]
 
 
@@ -266,6 +265,19 @@ def _variant_order(name: str) -> int:
     return VARIANTS.index(name) if name in VARIANTS else len(VARIANTS)
 
 
+UNRECORDED = "not recorded (earlier runs: the command line below names their commits)"
+
+
+def _runs(records: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
+    """Each run's `tables` record, with the first batch number it measured."""
+    runs: list[tuple[dict[str, Any], int]] = []
+    for i, record in enumerate(records):
+        if record.get("event") == "tables":
+            batches = [r["batch"] for r in records[i + 1 :] if "batch" in r]
+            runs.append((record, batches[0] if batches else 0))
+    return runs
+
+
 def write_report(results: Path, out: Path, *, command: str, total_seconds: float) -> Path:
     from bench.plot import plot
 
@@ -282,6 +294,10 @@ def write_report(results: Path, out: Path, *, command: str, total_seconds: float
         for r in records
         if r.get("event") == "tables"
     ]
+    measured = [
+        f"{r['orders']:,} orders from batch {first}: {r.get('commit', UNRECORDED)}"
+        for r, first in _runs(records)
+    ]
     gates = [f for r in records if r.get("event") == "gate" for f in r["failures"]]
     gated = sum(1 for r in records if r.get("event") == "gate")
     lines = [
@@ -292,6 +308,7 @@ def write_report(results: Path, out: Path, *, command: str, total_seconds: float
         "Times are wall seconds on this machine, never assertions in a test.",
         "",
         *machine(),
+        f"- lakejoin commit measured, per run: {'; '.join(measured)}",
         f"- Command: `{command}` ({total_seconds / 60:.0f} min in all)",
         "",
         "Tables: " + "; ".join(tables_written),
