@@ -40,6 +40,8 @@ Commits = Callable[[int], list[tuple[int, str]]]
 
 def may_hold_changes(spark: SparkSession, path: str, after: int, upto: int, *, role: str) -> bool:
     """Can the versions (after, upto] of the table hold change rows? See `history_may_hold_changes`."""
+    if upto <= after:  # no new version (or the table went back): decided without the log
+        return upto < after
     table = delta_table(spark, path, role=role)
 
     def newest(limit: int) -> list[tuple[int, str]]:
