@@ -11,6 +11,7 @@ LINES = (
     ("floor", "FLOOR", "tab:gray"),
     ("naive", "NAIVE", "tab:orange"),
 )
+STYLES = (("facts", "-o"), ("recent", ":^"), ("fk_side", "--s"))
 
 
 def plot(table: dict[tuple[int, int], dict[str, dict[str, Any]]], path: Path) -> Path:
@@ -19,14 +20,18 @@ def plot(table: dict[tuple[int, int], dict[str, dict[str, Any]]], path: Path) ->
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from bench.report import newest
+
+    # Each (size, scenario, rate) once, as its newest batch measured it (lakejoin as it is now).
+    points_of = newest(table)
     figure, (by_rate, by_size) = plt.subplots(1, 2, figsize=(12, 4.5))
     largest = max((orders for orders, _ in table), default=0)
-    for scenario, style in (("facts", "-o"), ("fk_side", "--s")):
+    for scenario, style in STYLES:
         for variant, label, colour in LINES:
             points = sorted(
-                (v[variant]["rate"] * 100, v[variant]["seconds"])
-                for (orders, _), v in table.items()
-                if orders == largest and variant in v and v[variant]["scenario"] == scenario
+                (rate * 100, v[variant]["seconds"])
+                for (orders, name, rate), v in points_of.items()
+                if orders == largest and variant in v and name == scenario
             )
             if points:
                 by_rate.plot(*zip(*points, strict=True), style, color=colour, label=f"{label}, {scenario}")
@@ -39,16 +44,16 @@ def plot(table: dict[tuple[int, int], dict[str, dict[str, Any]]], path: Path) ->
     )
     if by_rate.lines:
         by_rate.legend(fontsize=7)
-    for scenario, style in (("facts", "-o"), ("fk_side", "--s")):
+    for scenario, style in STYLES:
         by_delta: dict[int, list[tuple[int, float]]] = {}
-        for (orders, _), v in table.items():
-            if "inc" in v and v["inc"]["scenario"] == scenario:
-                delta = round(v["inc"]["rate"] * orders)
+        for (orders, name, rate), v in points_of.items():
+            if name == scenario:
+                delta = round(rate * orders)
                 by_delta.setdefault(delta, []).append((orders, v["inc"]["seconds"]))
-        for delta, points in sorted(by_delta.items()):
-            if len(points) > 1:
+        for delta, sizes in sorted(by_delta.items()):
+            if len(sizes) > 1:
                 by_size.plot(
-                    *zip(*sorted(points), strict=True),
+                    *zip(*sorted(sizes), strict=True),
                     style,
                     label=f"{scenario}, Δ = {delta:,} orders' worth",
                 )

@@ -61,21 +61,26 @@ def machine() -> list[str]:
 TARGET_SCENARIOS = ("facts", "recent", "fk_side")
 
 
+def newest(
+    table: dict[tuple[int, int], dict[str, dict[str, Any]]],
+) -> dict[tuple[int, str, float], dict[str, dict[str, Any]]]:
+    """(orders, scenario, rate) -> the variants of its newest batch with an INC outcome: the
+    targets judge lakejoin as it is now; older batches of the same point stay in the tables."""
+    chosen: dict[tuple[int, str, float], dict[str, dict[str, Any]]] = {}
+    for (orders, _), v in sorted(table.items()):
+        if "inc" in v:
+            chosen[(orders, v["inc"]["scenario"], v["inc"]["rate"])] = v
+    return chosen
+
+
 def targets(table: dict[tuple[int, int], dict[str, dict[str, Any]]]) -> list[str]:
     lines = []
+    points = newest(table)
     largest = max((orders for orders, _ in table), default=0)
     for rate, goal in ((0.01, 0.10), (0.001, 0.05)):
         for scenario in TARGET_SCENARIOS:
-            found = [
-                ratio(v["inc"]["seconds"], v["full"]["seconds"])
-                for (orders, _), v in table.items()
-                if orders == largest
-                and "inc" in v
-                and "full" in v
-                and v["inc"]["scenario"] == scenario
-                and v["inc"]["rate"] == rate
-            ]
-            value = found[0] if found else None
+            v = points.get((largest, scenario, rate), {})
+            value = ratio(v["inc"]["seconds"], v["full"]["seconds"]) if "full" in v else None
             verdict = "not measured" if value is None else ("met" if value <= goal else "missed")
             lines.append(
                 f"| INC/FULL ≤ {goal:.2f}, {scenario} at {rate:.1%}, {largest:,} orders "
@@ -85,20 +90,14 @@ def targets(table: dict[tuple[int, int], dict[str, dict[str, Any]]]) -> list[str
     if len(sizes) >= 2:
         small, large = sizes[0], sizes[-1]
         for scenario in TARGET_SCENARIOS:
-            pairs = []
-            for (orders, _), v in table.items():
-                if orders == large and "inc" in v and v["inc"]["scenario"] == scenario:
-                    rate = v["inc"]["rate"] * large / small
-                    twin = [
-                        w
-                        for (o, _), w in table.items()
-                        if o == small
-                        and "inc" in w
-                        and w["inc"]["scenario"] == scenario
-                        and abs(w["inc"]["rate"] - rate) < 1e-9
-                    ]
-                    if twin:
-                        pairs.append(ratio(v["inc"]["seconds"], twin[0]["inc"]["seconds"]))
+            # A fixed Δ: the small table changed at `large / small` times the large one's rate.
+            pairs = [
+                ratio(v["inc"]["seconds"], twin["inc"]["seconds"])
+                for (orders, name, rate), v in points.items()
+                if orders == large and name == scenario
+                for (o, n, r), twin in points.items()
+                if o == small and n == scenario and abs(r - rate * large / small) < 1e-9
+            ]
             value = max((p for p in pairs if p is not None), default=None)
             verdict = "not measured" if value is None else ("met" if value <= 1.3 else "missed")
             lines.append(
@@ -107,10 +106,8 @@ def targets(table: dict[tuple[int, int], dict[str, dict[str, Any]]]) -> list[str
             )
     floors = [
         f
-        for v in table.values()
-        if "inc" in v
-        and "floor" in v
-        and (f := ratio(v["inc"]["seconds"], v["floor"]["seconds"])) is not None
+        for v in points.values()
+        if "floor" in v and (f := ratio(v["inc"]["seconds"], v["floor"]["seconds"])) is not None
     ]
     worst = max(floors, default=None)
     verdict = "not measured" if worst is None else ("met" if worst <= 2 else "missed")
@@ -317,6 +314,9 @@ def write_report(results: Path, out: Path, *, command: str, total_seconds: float
         f"{gated} batches checked, {len(gates)} failures." + "".join(f"\n- {g}" for g in gates),
         "",
         "## Targets",
+        "",
+        "Each point (size, scenario, rate) is judged on its newest batch, which measured lakejoin "
+        "as it is now; the older batches of a point stay in the tables below.",
         "",
         *targets(table),
         "",

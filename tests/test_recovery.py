@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from lakejoin.batches import BatchMode, BatchStatus, BatchStore, read_histories
+from lakejoin.batches import BatchMode, BatchRecord, BatchStatus, BatchStore, read_histories
 from lakejoin.errors import QualityCheckError
 from lakejoin.pending import pending_work
 from lakejoin.runner import BatchOutcome, batch_store, committed_output_version, routing_index_path
@@ -364,6 +364,46 @@ def test_batch_records_stay_readable_without_spark_when_deletion_vectors_are_the
 
     assert [(r.batch_id, r.status) for r in histories[VIEW]] == [(1, BatchStatus.COMMITTED)]
     assert deletion_vectors(lake, batch_store(lake.spark, spec).path) == "false"
+
+
+def test_the_batch_records_are_compacted_every_few_batches_and_read_the_same(lake):
+    """Each record is a one-row file, and a plan reads all of its view's: without compaction the
+    plan's read grows with every batch ever run. Every `compact_every`-th batch of a view, the
+    commit compacts the records with Delta's OPTIMIZE; no record changes."""
+    path = lake.path("batches")
+    store = BatchStore(lake.spark, "shop", path, compact_every=3)
+    files = []
+    for batch_id in (1, 2, 3):
+        for view in ("a", "b"):
+            record = BatchRecord(
+                view, batch_id, BatchStatus.PLANNED, BatchMode.INCREMENTAL, {}, {"s": batch_id}
+            )
+            store.plan(record)
+            if batch_id == 3 and view == "b":
+                before = store.histories(["a", "b"])
+            store.commit(replace(record, status=BatchStatus.COMMITTED, metrics={"inserted": batch_id}))
+            files.append(data_files(lake, path))
+
+    # A file per record; batch 3 of view a compacts the 10 into one, batch 3 of b the 3 left.
+    assert files == [2, 4, 6, 8, 1, 1]
+    compactions = [op for _, op in operations(lake, path) if op == "OPTIMIZE"]
+    assert len(compactions) == 2
+    after = store.histories(["a", "b"])
+    assert [(r.batch_id, r.status) for r in after["a"]] == [(n, BatchStatus.COMMITTED) for n in (1, 2, 3)]
+    assert after["a"] == before["a"]
+    assert after["b"][:2] == before["b"][:2] and after["b"][2].status is BatchStatus.COMMITTED
+    spark_free = read_histories("shop", path)
+    assert [(r.batch_id, r.status, r.metrics) for r in spark_free["b"]] == [
+        (r.batch_id, r.status, r.metrics) for r in after["b"]
+    ]
+
+
+def data_files(lake: Lakehouse, path: str) -> int:
+    from delta.tables import DeltaTable
+
+    row = DeltaTable.forPath(lake.spark, path).detail().select("numFiles").first()
+    assert row is not None
+    return int(row["numFiles"])
 
 
 def test_output_and_routing_index_are_created_with_deletion_vectors_unless_the_session_says_no(lake):

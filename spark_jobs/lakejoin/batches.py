@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import json
+import logging
 import os
 import signal
 from collections.abc import Collection, Iterator
@@ -20,6 +21,12 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+# Every append adds a one-row file, and a plan reads every file of its views: without
+# compaction a plan's read grows with the number of batches ever run (docs/bench/analysis.md).
+COMPACT_EVERY = 20  # batches of a view between compactions of the records
 
 SCHEMA = (
     "pipeline STRING, view STRING, batch_id BIGINT, status STRING, mode STRING, "
@@ -56,10 +63,13 @@ class BatchRecord:
 class BatchStore:
     """The batch records of one pipeline, kept as a Delta table at `path`."""
 
-    def __init__(self, spark: SparkSession, pipeline: str, path: str) -> None:
+    def __init__(
+        self, spark: SparkSession, pipeline: str, path: str, *, compact_every: int = COMPACT_EVERY
+    ) -> None:
         self.spark = spark
         self.pipeline = pipeline
         self.path = path
+        self.compact_every = compact_every  # 0: never compact
 
     def _exists(self) -> bool:
         from delta.tables import DeltaTable
@@ -99,6 +109,21 @@ class BatchStore:
 
     def commit(self, record: BatchRecord) -> None:
         self._append(record, txn_version=2 * record.batch_id + 1)
+        if self.compact_every and record.batch_id % self.compact_every == 0:
+            self.compact()
+
+    def compact(self) -> None:
+        """Rewrite the records' small files into one with Delta's OPTIMIZE (no row changes).
+
+        Housekeeping only: a failure (say, a concurrent compaction from a view running in
+        parallel) is logged, and the next view to reach a multiple of `compact_every` tries again.
+        """
+        from delta.tables import DeltaTable
+
+        try:
+            DeltaTable.forPath(self.spark, self.path).optimize().executeCompaction()
+        except Exception:
+            log.warning("lakejoin: could not compact the batch records at %s", self.path, exc_info=True)
 
     def _append(self, record: BatchRecord, *, txn_version: int) -> None:
         row = (
