@@ -40,18 +40,12 @@ def timed(call: Callable[[], object], repeat: int = 3) -> float:
     return statistics.median(seconds)
 
 
-def data_files(spark: Any, path: str) -> int:
-    from delta.tables import DeltaTable
-
-    row = DeltaTable.forPath(spark, path).detail().select("numFiles").first()
-    return int(row["numFiles"]) if row else 0
-
-
 def main(argv: list[str] | None = None) -> int:
     from rich.progress import Progress
 
     from lakejoin.batches import BatchMode, BatchRecord, BatchStatus, BatchStore, read_histories
     from lakejoin.session import spark_session
+    from lakejoin.sources import data_files
 
     parser = argparse.ArgumentParser(prog="python -m bench.records", description=__doc__.split("\n")[0])
     parser.add_argument("--views", type=int, default=5)

@@ -20,7 +20,7 @@ from lakejoin.batches import BatchMode, BatchRecord, BatchStatus, BatchStore, re
 from lakejoin.errors import QualityCheckError
 from lakejoin.pending import pending_work
 from lakejoin.runner import BatchOutcome, batch_store, committed_output_version, routing_index_path
-from lakejoin.sources import history_may_hold_changes, latest_version
+from lakejoin.sources import data_files, history_may_hold_changes, latest_version
 from tests.lakehouse import MERCHANTS, PRODUCTS, Lakehouse, fk_join_oracle, run_cli_with_failpoint
 
 pytestmark = pytest.mark.e2e
@@ -382,7 +382,7 @@ def test_the_batch_records_are_compacted_every_few_batches_and_read_the_same(lak
             if batch_id == 3 and view == "b":
                 before = store.histories(["a", "b"])
             store.commit(replace(record, status=BatchStatus.COMMITTED, metrics={"inserted": batch_id}))
-            files.append(data_files(lake, path))
+            files.append(data_files(lake.spark, path))
 
     # A file per record; batch 3 of view a compacts the 10 into one, batch 3 of b the 3 left.
     assert files == [2, 4, 6, 8, 1, 1]
@@ -396,14 +396,6 @@ def test_the_batch_records_are_compacted_every_few_batches_and_read_the_same(lak
     assert [(r.batch_id, r.status, r.metrics) for r in spark_free["b"]] == [
         (r.batch_id, r.status, r.metrics) for r in after["b"]
     ]
-
-
-def data_files(lake: Lakehouse, path: str) -> int:
-    from delta.tables import DeltaTable
-
-    row = DeltaTable.forPath(lake.spark, path).detail().select("numFiles").first()
-    assert row is not None
-    return int(row["numFiles"])
 
 
 def test_output_and_routing_index_are_created_with_deletion_vectors_unless_the_session_says_no(lake):

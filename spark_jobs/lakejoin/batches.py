@@ -110,17 +110,23 @@ class BatchStore:
     def commit(self, record: BatchRecord) -> None:
         self._append(record, txn_version=2 * record.batch_id + 1)
         if self.compact_every and record.batch_id % self.compact_every == 0:
-            self.compact()
+            self.compact(at_least=self.compact_every)
 
-    def compact(self) -> None:
-        """Rewrite the records' small files into one with Delta's OPTIMIZE (no row changes).
+    def compact(self, *, at_least: int = 2) -> None:
+        """Rewrite the records' small files into one with Delta's OPTIMIZE (no row changes), when
+        there are `at_least` files: views run in step, so when one view's batch compacts, the
+        others reaching the same batch number find a few files and leave them.
 
         Housekeeping only: a failure (say, a concurrent compaction from a view running in
         parallel) is logged, and the next view to reach a multiple of `compact_every` tries again.
         """
         from delta.tables import DeltaTable
 
+        from lakejoin.sources import data_files
+
         try:
+            if data_files(self.spark, self.path) < at_least:
+                return
             DeltaTable.forPath(self.spark, self.path).optimize().executeCompaction()
         except Exception:
             log.warning("lakejoin: could not compact the batch records at %s", self.path, exc_info=True)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from lakejoin import key_ranges
 from lakejoin.errors import SourceError
 from lakejoin.key_ranges import KeyRange, write_laid_out
+from lakejoin.sources import data_files
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -130,7 +131,7 @@ def merge_by_key(
     from pyspark.sql import functions as F
 
     if full:
-        if key_ranges.enabled(spark) and _holds_no_files(spark, path):
+        if key_ranges.enabled(spark) and data_files(spark, path) == 0:
             return _fill(spark, path, source.where(F.col(KEEP)).select(*columns), key[0])
         return _merge(spark, path, source, columns, key, inserts=True, delete_unmatched=True)
     keyed = source.localCheckpoint()
@@ -140,13 +141,6 @@ def merge_by_key(
     if row["n"] > SPLIT_MERGE_MAX_KEYS:
         return _merge(spark, path, keyed, columns, key, inserts=True, bounds=bounds)
     return _merge_then_append(spark, path, keyed, columns, key, bounds)
-
-
-def _holds_no_files(spark: SparkSession, path: str) -> bool:
-    from delta.tables import DeltaTable
-
-    detail = DeltaTable.forPath(spark, path).detail().select("numFiles").first()
-    return detail is None or not detail["numFiles"]
 
 
 def _fill(spark: SparkSession, path: str, rows: DataFrame, first_key: str) -> MergeCounts:

@@ -91,6 +91,14 @@ def require_change_feed(spark: SparkSession, path: str, *, role: str) -> None:
         )
 
 
+def data_files(spark: SparkSession, path: str) -> int:
+    """How many data files the Delta table at `path` holds now (Delta's DESCRIBE DETAIL)."""
+    from delta.tables import DeltaTable
+
+    detail = DeltaTable.forPath(spark, path).detail().select("numFiles").first()
+    return int(detail["numFiles"] or 0) if detail else 0
+
+
 def snapshot(spark: SparkSession, path: str, version: int) -> DataFrame:
     """The table as it was at `version`."""
     return spark.read.format("delta").option("versionAsOf", version).load(path)
