@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 PHASE_ORDER = ("plan", "changes", "affected keys", "recompute", "merge", "checks", "commit")
-FANOUT_VIEW = "orders_enriched"
+# The views with a fan-out fallback: enrich in propagate mode and the two fk_joins.
+FANOUT_VIEWS = ("orders_enriched", "orders_customers", "skewed_orders_customers")
 
 
 def load(results: Path) -> list[dict[str, Any]]:
@@ -122,24 +123,25 @@ def targets(table: dict[tuple[int, int], dict[str, dict[str, Any]]]) -> list[str
 
 def fanout_decisions(
     table: dict[tuple[int, int], dict[str, dict[str, Any]]],
-) -> list[tuple[int, int, dict[str, Any], str, float, float]]:
-    """(orders, batch, inc outcome, strategy chosen, always-incremental s, always-full s) of every
-    batch in which the default threshold chose a strategy for orders_enriched."""
+) -> list[tuple[int, int, str, dict[str, Any], str, float, float]]:
+    """(orders, batch, view, inc outcome, strategy chosen, always-incremental s, always-full s)
+    of every batch in which the default threshold chose a strategy for a view with a fallback."""
     decisions = []
     for (orders, batch), v in sorted(table.items()):
         if not {"inc", "inc_nofallback", "inc_alwaysfull"} <= set(v):
             continue
-        chosen = v["inc"]["views"].get(FANOUT_VIEW, {}).get("strategy")
-        inc_t = v["inc_nofallback"]["views"].get(FANOUT_VIEW, {}).get("seconds")
-        full_t = v["inc_alwaysfull"]["views"].get(FANOUT_VIEW, {}).get("seconds")
-        # Judged only where there was a choice: a dimension change reached some facts, so the
-        # pinned variants really took different strategies.
-        pinned = (
-            v["inc_nofallback"]["views"].get(FANOUT_VIEW, {}).get("strategy"),
-            v["inc_alwaysfull"]["views"].get(FANOUT_VIEW, {}).get("strategy"),
-        )
-        if chosen and inc_t is not None and full_t is not None and pinned == ("incremental", "full"):
-            decisions.append((orders, batch, v["inc"], chosen, inc_t, full_t))
+        for view in FANOUT_VIEWS:
+            chosen = v["inc"]["views"].get(view, {}).get("strategy")
+            inc_t = v["inc_nofallback"]["views"].get(view, {}).get("seconds")
+            full_t = v["inc_alwaysfull"]["views"].get(view, {}).get("seconds")
+            # Judged only where there was a choice: a change on the one side reached some rows
+            # of the many side, so the pinned variants really took different strategies.
+            pinned = (
+                v["inc_nofallback"]["views"].get(view, {}).get("strategy"),
+                v["inc_alwaysfull"]["views"].get(view, {}).get("strategy"),
+            )
+            if chosen and inc_t is not None and full_t is not None and pinned == ("incremental", "full"):
+                decisions.append((orders, batch, view, v["inc"], chosen, inc_t, full_t))
     return decisions
 
 
@@ -151,13 +153,13 @@ def fanout_choices(table: dict[tuple[int, int], dict[str, dict[str, Any]]]) -> t
 
 def fanout_table(table: dict[tuple[int, int], dict[str, dict[str, Any]]]) -> list[str]:
     lines = [
-        "| orders | batch | scenario | rate | chose | incremental s | full s | right? |",
-        "|---|---|---|---|---|---|---|---|",
+        "| orders | batch | view | scenario | rate | chose | incremental s | full s | right? |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for orders, batch, inc, chosen, inc_t, full_t in fanout_decisions(table):
+    for orders, batch, view, inc, chosen, inc_t, full_t in fanout_decisions(table):
         good = "yes" if (chosen == "full") == (full_t <= inc_t) else "no"
         lines.append(
-            f"| {orders:,} | {batch} | {inc['scenario']} | {inc['rate']:.1%} | {chosen} | "
+            f"| {orders:,} | {batch} | {view} | {inc['scenario']} | {inc['rate']:.1%} | {chosen} | "
             f"{inc_t:.1f} | {full_t:.1f} | {good} |"
         )
     return lines

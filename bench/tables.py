@@ -163,7 +163,8 @@ VIEWS_YAML = """\
 views:
   orders_customers:
     fk_join: {left: orders, right: customers, fk: customer_id, how: left,
-              right_columns: [name, email, nation_id, segment_id], right_prefix: customer_}
+              right_columns: [name, email, nation_id, segment_id], right_prefix: customer_,
+              fanout_threshold: %(threshold)s}
   orders_enriched:
     enrich:
       fact: orders_customers
@@ -174,7 +175,8 @@ views:
         - {table: segments, fk: customer_segment_id, prefix: segment_, columns: [name]}
   skewed_orders_customers:
     fk_join: {left: orders_skewed, right: customers, fk: customer_id, how: left,
-              right_columns: [name, nation_id], right_prefix: customer_}
+              right_columns: [name, nation_id], right_prefix: customer_,
+              fanout_threshold: %(threshold)s}
   products_tagged:
     list_join: {left: products, list: tag_ids, right: tags, into: tags}
   customers_by_email:

@@ -67,8 +67,15 @@ class Lakehouse:
 
     # --- spec and runs ------------------------------------------------------------------
     def spec(
-        self, how: str = "left", *, right_columns: str = "[display_name, photo_url]", extra: str = ""
+        self,
+        how: str = "left",
+        *,
+        right_columns: str = "[display_name, photo_url]",
+        extra: str = "",
+        fanout: float = 1.0,
     ) -> PipelineSpec:
+        """The shop's fk_join spec. `fanout` 1.0 (never fall back to a full recompute) keeps the
+        tests, whose tables are tiny, on the routing path that most of them are about."""
         text = f"""\
 pipeline: shop
 storage: {self.root / "store"}
@@ -78,7 +85,7 @@ sources:
 views:
   display_products:
     fk_join: {{left: products, right: merchants, fk: merchant_id, how: {how},
-              right_columns: {right_columns}}}
+              right_columns: {right_columns}, fanout_threshold: {fanout}}}
 {extra}"""
         file = self.root / "shop.yaml"
         file.write_text(text)

@@ -92,6 +92,12 @@ MALFORMED = {
         f"{FK_JOIN}.fk",
         ["'x; DROP TABLE y' is not a valid name", "use letters, digits and '_' only"],
     ),
+    "a fan-out threshold above 1": (
+        ("how: left\n", "how: left\n      fanout_threshold: 1.5\n"),
+        13,
+        f"{FK_JOIN}.fanout_threshold",
+        ["'fanout_threshold' must be a number from 0 to 1, found 1.5", "the default is 0.2"],
+    ),
     "unknown view kind": (
         ("    fk_join:", "    fk_joins:"),
         8,
@@ -129,6 +135,7 @@ MALFORMED = {
 def test_the_good_spec_parses():
     spec = parse_spec(GOOD, "pipelines/shop.yaml")
     assert spec.views[VIEW].fk_join.how.value == "left"
+    assert spec.views[VIEW].fk_join.fanout_threshold == 0.2
 
 
 @pytest.mark.unit

@@ -315,6 +315,45 @@ def test_a_right_update_reaches_every_row_that_references_it(lake, how):
     assert batch.changes == updated("p1", "p2", "p3")
 
 
+def test_a_popular_right_key_falls_back_to_a_full_recompute_with_the_same_result(lake):
+    """A right row referenced by many left rows (a popular merchant) reaches a large share of
+    the output; above `fanout_threshold` of the left rows the batch recomputes the whole view
+    (then MERGEs only what changed), and the routing index stays right for later batches."""
+    lake.create("merchants", MERCHANTS, [ACME, BOLT, ("m3", "Cask", None)])
+    owners = ["m1"] * 6 + ["m2"] * 2 + ["m3"] * 2
+    lake.create("products", PRODUCTS, [(f"p{i}", f"item{i}", float(i), m) for i, m in enumerate(owners)])
+    spec = lake.spec("left", right_columns="[display_name]", fanout=0.25)
+    run_batch(lake, spec)
+
+    # 2 of 10 left rows reached: within 25 %, incremental.
+    lake.upsert("merchants", "merchant_id", [("m2", "Bolt 2", "b.png")])
+    batch = run_batch(lake, spec)
+    metrics = batch.summary.metrics()
+    assert (metrics["full_recompute"], metrics["fanout_facts"], metrics["fanout_permille"]) == (0, 2, 200)
+    assert batch.summary.affected_keys == 2 and batch.changes == updated("p6", "p7")
+    assert batch.summary.notes["strategy"] == (
+        "incremental: the changed right keys reach 2 of 10 left rows (20.0%), "
+        "within the fan-out threshold of 25%"
+    )
+
+    # 6 of 10: above 25 %, the whole view is recomputed, yet only the changed rows are written.
+    lake.upsert("merchants", "merchant_id", [("m1", "Acme 2", "a.png")])
+    batch = run_batch(lake, spec)
+    metrics = batch.summary.metrics()
+    assert (metrics["full_recompute"], metrics["fanout_facts"], metrics["fanout_permille"]) == (1, 6, 600)
+    assert batch.summary.notes["strategy"].startswith("full recompute: the changed right keys reach 6 of 10")
+    assert batch.summary.recomputed_rows == 10 and batch.summary.unchanged_skipped == 4
+    assert batch.changes == updated(*(f"p{i}" for i in range(6)))
+
+    # The routing index was rewritten whole and is still right: a later small change, with an fk
+    # move, is incremental again and reaches exactly its rows.
+    lake.upsert("products", "product_id", [("p0", "item0", 0.0, "m3")])
+    lake.upsert("merchants", "merchant_id", [("m3", "Cask 2", None)])
+    batch = run_batch(lake, spec)
+    assert batch.summary.metrics()["full_recompute"] == 0
+    assert batch.changes == updated("p0", "p8", "p9")
+
+
 # --- no-ops, full refresh, nothing new ---------------------------------------------------------------
 
 

@@ -68,6 +68,7 @@ class FkJoin:
     how: JoinHow
     right_columns: tuple[str, ...] | None
     right_prefix: str
+    fanout_threshold: float = 0.2  # above this share of the left rows reached, recompute in full
 
 
 @dataclass(frozen=True)

@@ -105,7 +105,7 @@ def _columns(reader: SpecReader, raw: dict[str, Any], key: str, name: str) -> tu
 
 def _fk_join(reader: SpecReader, raw: Any, key: str, known: _Known) -> FkJoin:
     raw = reader.mapping(raw, key)
-    reader.only(raw, key, {"left", "right", "fk", "how", "right_columns", "right_prefix"})
+    reader.only(raw, key, {"left", "right", "fk", "how", "right_columns", "right_prefix", "fanout_threshold"})
     left = _source_name(reader, raw, key, "left", known)
     right = _source_name(reader, raw, key, "right", known)
     fk = reader.identifier(raw, key, "fk")
@@ -115,7 +115,8 @@ def _fk_join(reader: SpecReader, raw: Any, key: str, known: _Known) -> FkJoin:
     prefix = reader.text(raw, key, "right_prefix", required=False) or ""
     if prefix:
         reader.check_identifier(prefix, f"{key}.right_prefix")
-    return FkJoin(left, right, fk, how, columns, prefix)
+    threshold = _number(reader, raw, key, "fanout_threshold", 0.2, most=1.0)
+    return FkJoin(left, right, fk, how, columns, prefix, threshold)
 
 
 def _how(reader: SpecReader, raw: dict[str, Any], key: str, *, default: JoinHow) -> JoinHow:
@@ -135,7 +136,11 @@ def _number(
 ) -> float:
     value = raw.get(name, default)
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= most:
-        raise reader.fail(f"{key}.{name}", f"'{name}' must be a number from 0 to {most:g}, found {value!r}")
+        raise reader.fail(
+            f"{key}.{name}",
+            f"'{name}' must be a number from 0 to {most:g}, found {value!r}",
+            f"set it within that range (the default is {default:g}) or remove it",
+        )
     return float(value)
 
 

@@ -24,6 +24,43 @@ if TYPE_CHECKING:
 STATE = "_routing"  # the name under which a plan pins the version of the view's state table
 
 
+def fanout_note(reached: int, rows: int, threshold: float, *, full: bool, changed: str, of: str) -> str:
+    share = reached / rows if rows else 0.0
+    verdict = "above" if full else "within"
+    strategy = "full recompute" if full else "incremental"
+    return (
+        f"{strategy}: the changed {changed} reach {reached} of {rows} {of} ({share:.1%}), "
+        f"{verdict} the fan-out threshold of {threshold:.0%}"
+    )
+
+
+def fans_out(
+    ctx: BatchContext,
+    source: Source,
+    reached: int,
+    threshold: float,
+    counts: dict[str, int],
+    *,
+    changed: str,
+    of: str,
+) -> bool:
+    """Whether a batch whose changes on the one side reach `reached` rows of `source` (the many
+    side) should recompute the whole view instead: above `threshold` of its rows, a full
+    recompute is cheaper than routing every key (docs/bench/analysis.md). Records the figures in
+    `counts` and the reason in the batch's notes."""
+    # Counting the rows is a scan: only pay for it when a change reaches any.
+    rows = ctx.snapshot(source).count() if reached else 0
+    full = rows > 0 and reached > threshold * rows
+    counts.update(
+        fanout_facts=reached,
+        fanout_permille=round(1000 * reached / rows) if rows else 0,
+        full_recompute=int(full),
+    )
+    if reached or full:
+        ctx.notes["strategy"] = fanout_note(reached, rows, threshold, full=full, changed=changed, of=of)
+    return full
+
+
 @dataclass
 class BatchContext:
     """What a view kind may use while one batch runs."""

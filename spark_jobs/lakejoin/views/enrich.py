@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from lakejoin import quality, routing
 from lakejoin.errors import BatchStateError
 from lakejoin.spec import Dimension, EnrichMode, JoinHow, PipelineSpec, Source, View
-from lakejoin.views.base import STATE, BatchContext, Rebuilt, Validation, ViewKindLogic
+from lakejoin.views.base import STATE, BatchContext, Rebuilt, Validation, ViewKindLogic, fans_out
 from lakejoin.views.fk_join import referenced_right_rows
 
 if TYPE_CHECKING:
@@ -74,16 +74,6 @@ def recompute(fact_rows: DataFrame, dimensions: Sequence[DimensionRows]) -> Data
         out = out.join(right, fact_rows[d.dimension.fk] == right[match], how=d.dimension.how.value)
         added += [d.dimension.prefix + c for c in d.columns]
     return out.select(*[fact_rows[c] for c in fact_rows.columns], *added)
-
-
-def fanout_note(reached: int, facts: int, threshold: float, *, full: bool) -> str:
-    share = reached / facts if facts else 0.0
-    verdict = "above" if full else "within"
-    strategy = "full recompute" if full else "incremental"
-    return (
-        f"{strategy}: the changed dimension keys reach {reached} of {facts} facts ({share:.1%}), "
-        f"{verdict} the fan-out threshold of {threshold:.0%}"
-    )
 
 
 def _size(size_bytes: int) -> str:
@@ -160,21 +150,6 @@ class EnrichView(ViewKindLogic):
         assert reached is not None
         return reached.distinct().select(F.col(routing.LEFT_KEY).alias(self.fact.key)).localCheckpoint()
 
-    def _fans_out(self, ctx: BatchContext, reached: int) -> bool:
-        """Whether a propagate batch should recompute in full; says why in the notes."""
-        # Counting the facts is a scan: only pay for it when a dimension change reaches any.
-        facts = ctx.snapshot(self.fact).count() if reached else 0
-        threshold = self.enrich.fanout_threshold
-        full = facts > 0 and reached > threshold * facts
-        self._counts.update(
-            fanout_facts=reached,
-            fanout_permille=round(1000 * reached / facts) if facts else 0,
-            full_recompute=int(full),
-        )
-        if reached or full:
-            ctx.notes["strategy"] = fanout_note(reached, facts, threshold, full=full)
-        return full
-
     # --- recompute -------------------------------------------------------------------------
 
     def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
@@ -183,7 +158,15 @@ class EnrichView(ViewKindLogic):
             keys = changes[self.fact.name].select(self.fact.key)
             if self.propagate:
                 reached = self._reached(ctx, changes)
-                if self._fans_out(ctx, reached.count()):
+                if fans_out(
+                    ctx,
+                    self.fact,
+                    reached.count(),
+                    self.enrich.fanout_threshold,
+                    self._counts,
+                    changed="dimension keys",
+                    of="facts",
+                ):
                     changes = None
                 else:
                     keys = keys.union(reached)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakejoin import quality, routing
 from lakejoin.spec import FkJoin, JoinHow, PipelineSpec, View
-from lakejoin.views.base import BatchContext, Rebuilt, Validation, ViewKindLogic
+from lakejoin.views.base import BatchContext, Rebuilt, Validation, ViewKindLogic, fans_out
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -76,10 +76,14 @@ class FkJoinView(ViewKindLogic):
         self.join = view.fk_join
         self.left, self.right = spec.sources[self.join.left], spec.sources[self.join.right]
         self._right_columns: list[str] = []
+        self._counts: dict[str, int] = {}
 
     @property
     def output_key(self) -> tuple[str, ...]:
         return (self.left.key,)
+
+    def metrics(self) -> dict[str, int]:
+        return dict(self._counts)
 
     def prepare(self, schemas: Mapping[str, Mapping[str, str]]) -> None:
         self._right_columns = chosen_right_columns(self.join, list(schemas[self.right.name]), self.right.key)
@@ -88,14 +92,30 @@ class FkJoinView(ViewKindLogic):
         from pyspark.sql import functions as F
 
         affected: DataFrame | None = None
+        self._counts = {}
+        if changes is not None:
+            index = ctx.read_state()
+            routed = (
+                routing.routed_left_keys(index, changes[self.right.name], self.right.key)
+                .select(F.col(routing.LEFT_KEY).alias(self.left.key))
+                .localCheckpoint()
+            )
+            # A right row referenced by many left rows (a popular customer) can reach a large
+            # share of the output: then one recompute beats routing every key.
+            if fans_out(
+                ctx,
+                self.left,
+                routed.count(),
+                self.join.fanout_threshold,
+                self._counts,
+                changed="right keys",
+                of="left rows",
+            ):
+                changes = None
         if changes is None:
             left_rows = ctx.whole_source(self.left)
             right_rows = ctx.whole_source(self.right)
         else:
-            index = ctx.read_state()
-            routed = routing.routed_left_keys(index, changes[self.right.name], self.right.key).select(
-                F.col(routing.LEFT_KEY).alias(self.left.key)
-            )
             affected = affected_keys(changes[self.left.name], routed, self.left.key).localCheckpoint()
             # Materialised once: the checks, the join and the routes reuse them.
             left_rows = ctx.rows_of(self.left, affected, changes[self.left.name])
