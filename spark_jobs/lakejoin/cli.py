@@ -210,7 +210,7 @@ KIND_METRICS = {
     "left_rows_carried": "carried without re-join",
     "conflicts": "conflicts",
     "null_keys_dropped": "null keys dropped",
-    "fanout_facts": "facts reached by dimension changes",
+    "fanout_facts": "rows reached by the other side's changes",  # facts (enrich), left rows (fk_join)
     "fanout_permille": "fan-out \u2030",
     "full_recompute": "full recompute",
 }
