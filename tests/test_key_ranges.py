@@ -81,6 +81,82 @@ def test_a_full_write_into_an_empty_table_lays_files_out_in_disjoint_key_ranges(
     assert rows_by_key(spark, path) == {i: i % 7 for i in range(1000)}
 
 
+def full_rewrite(spark):
+    """A full recompute of the filled table: ids 100..109 now v = 99, ids 990..999 gone, ids
+    1000..1004 new (v = 5), every other row as it was."""
+    from pyspark.sql import functions as F
+
+    v = F.when(F.col("id").between(100, 109), F.lit(99)).when(F.col("id") >= 1000, F.lit(5))
+    return spark.range(0, 1005).where(~F.col("id").between(990, 999)).select(
+        "id", v.otherwise(F.col("id") % 7).cast("long").alias("v"), F.lit(True).alias(KEEP)
+    )
+
+
+def full_rewrite_rows() -> dict:
+    expected = {i: i % 7 for i in range(990)} | {i: 99 for i in range(100, 110)}
+    return expected | {i: 5 for i in range(1000, 1005)}
+
+
+def change_rows(spark, path: str, since: int) -> list[tuple[int, str]]:
+    from pyspark.sql import functions as F
+
+    feed = spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", since)
+    feed = feed.load(path)
+    rows = feed.where(F.col("_change_type") != "update_preimage").select("id", "_change_type").collect()
+    return sorted((r["id"], r["_change_type"]) for r in rows)
+
+
+def test_a_full_write_changes_only_the_rows_that_differ(spark, tmp_path, monkeypatch):
+    """A full recompute is compared with the table first: the change feed then holds the
+    updated, deleted and inserted keys and nothing of the 980 rows that stayed the same."""
+    from lakejoin.sources import latest_version
+
+    path = filled(spark, tmp_path, monkeypatch)
+    filled_at = latest_version(spark, path, role=path)
+
+    counts = merge_by_key(spark, path, full_rewrite(spark), ["id"], ["id", "v"], full=True)
+
+    assert (counts.inserted, counts.updated, counts.deleted, counts.applied) == (5, 10, 10, True)
+    assert rows_by_key(spark, path) == full_rewrite_rows()
+    expected = (
+        [(i, "update_postimage") for i in range(100, 110)]
+        + [(i, "delete") for i in range(990, 1000)]
+        + [(i, "insert") for i in range(1000, 1005)]
+    )
+    assert change_rows(spark, path, filled_at + 1) == sorted(expected)
+
+
+def test_a_full_write_retried_after_its_update_appends_its_new_rows_once(spark, tmp_path, monkeypatch):
+    """A full write takes the split path: a crash between its MERGE and its append, then a
+    retry of the same batch, leaves the same table as one uninterrupted write."""
+    from lakejoin import batches
+    from lakejoin.sources import latest_version
+
+    path = filled(spark, tmp_path, monkeypatch)
+
+    def crash(name: str) -> None:
+        if name == "between_update_and_insert":
+            raise RuntimeError("crashed between the MERGE and the append")
+
+    with monkeypatch.context() as patched, batches.idempotent(spark, "test.full", 7):
+        patched.setattr(batches, "failpoint", crash)
+        with pytest.raises(RuntimeError, match="crashed between"):
+            merge_by_key(spark, path, full_rewrite(spark), ["id"], ["id", "v"], full=True)
+    assert len(rows_by_key(spark, path)) == 990  # updated and deleted, not yet appended
+
+    with batches.idempotent(spark, "test.full", 7):
+        retry = merge_by_key(spark, path, full_rewrite(spark), ["id"], ["id", "v"], full=True)
+        written = latest_version(spark, path, role=path)
+        again = merge_by_key(spark, path, full_rewrite(spark), ["id"], ["id", "v"], full=True)
+
+    assert (retry.inserted, retry.updated, retry.deleted, retry.applied) == (5, 0, 0, True)
+    # Nothing differs any more: the third call finds nothing to write and commits nothing.
+    assert (again.inserted, again.updated, again.deleted) == (0, 0, 0)
+    assert latest_version(spark, path, role=path) == written
+    assert rows_by_key(spark, path) == full_rewrite_rows()
+    assert spark.read.format("delta").load(path).count() == len(full_rewrite_rows())
+
+
 def test_a_batch_in_one_key_range_reads_no_file_outside_it(spark, tmp_path, monkeypatch):
     path = filled(spark, tmp_path, monkeypatch)
     far = file_ranges(spark, path, "id")[5][0]  # ids 500..599
