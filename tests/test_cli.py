@@ -40,7 +40,10 @@ def test_run_summarises_and_status_shows_lag(lake, capsys, monkeypatch):
     assert run[1:4] == ["2", "incremental", "committed"]
     assert run[4] == "merchants 2..2, products 2..2"
     assert run[5] == "products 1, merchants 1"
-    assert run[6:] == ["3", "0", "2", "0", "1", "-"]
+    assert run[6:11] == ["3", "0", "2", "0", "1"]
+    # fk_join's own counts: the merchant change reached p1 and p3, 2 of 3 products (the rest of
+    # the cell may wrap onto the next line).
+    assert run[11].startswith("rows reached"), run
     assert lake.output(spec) == lake.expected(spec)
 
     assert main(["status", spec_file]) == 0
