@@ -20,6 +20,9 @@ def spark():
         app_name="lakejoin-tests",
         extra={
             "spark.master": "local[2]",
+            # One session serves every test of an xdist worker (some 70, hundreds of batches):
+            # Spark's default 1 GB heap ran out late in the suite (Java heap space, CI on 8b95b3f).
+            "spark.driver.memory": "3g",
             "spark.sql.shuffle.partitions": "2",
             "spark.default.parallelism": "2",
             "spark.databricks.delta.retentionDurationCheck.enabled": "false",
