@@ -13,7 +13,7 @@ from lakejoin.key_ranges import KeyRange, write_laid_out
 from lakejoin.sources import data_files
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
 PRESENT = "_lj_present"
@@ -158,14 +158,9 @@ def _differences(
     values = [c for c in columns if c not in key]
     wanted = wanted.select(*columns).withColumn(new, F.lit(True)).alias("n")
     table = spark.read.format("delta").load(path).select(*columns).withColumn(old, F.lit(True)).alias("o")
-    on = F.lit(True)
-    for column in key:
-        on = on & (F.col(f"n.`{column}`") == F.col(f"o.`{column}`"))
-    differs = F.col(f"o.{old}").isNull() | F.col(f"n.{new}").isNull()
-    for column in values:
-        differs = differs | ~F.col(f"n.`{column}`").eqNullSafe(F.col(f"o.`{column}`"))
+    differs = F.col(f"o.{old}").isNull() | F.col(f"n.{new}").isNull() | _values_differ("n", "o", values)
     return (
-        wanted.join(table, on, how="full_outer")
+        wanted.join(table, _same_key("n", "o", key), how="full_outer")
         .where(differs)
         .select(
             *[F.coalesce(F.col(f"n.`{c}`"), F.col(f"o.`{c}`")).alias(c) for c in key],
@@ -173,6 +168,26 @@ def _differences(
             F.col(f"n.{new}").isNotNull().alias(KEEP),
         )
     )
+
+
+def _same_key(a: str, b: str, key: Sequence[str]) -> Column:
+    """The rows of the frames aliased `a` and `b` hold the same key."""
+    from pyspark.sql import functions as F
+
+    on = F.lit(True)
+    for column in key:
+        on = on & (F.col(f"{a}.`{column}`") == F.col(f"{b}.`{column}`"))
+    return on
+
+
+def _values_differ(a: str, b: str, values: Sequence[str]) -> Column:
+    """Any of `values` differs between the frames aliased `a` and `b` (null equals null)."""
+    from pyspark.sql import functions as F
+
+    differs = F.lit(False)
+    for column in values:
+        differs = differs | ~F.col(f"{a}.`{column}`").eqNullSafe(F.col(f"{b}.`{column}`"))
+    return differs
 
 
 def _fill(spark: SparkSession, path: str, rows: DataFrame, first_key: str) -> MergeCounts:
@@ -256,12 +271,10 @@ def _merge(
     from pyspark.sql import functions as F
 
     values = [c for c in columns if c not in key]
-    changed = F.lit(False)
-    for column in values:
-        changed = changed | ~F.col(f"t.`{column}`").eqNullSafe(F.col(f"s.`{column}`"))
-    on = F.lit(True) if bounds is None else bounds.covers(F.col(f"t.`{bounds.column}`"))
-    for column in key:
-        on = on & (F.col(f"t.`{column}`") == F.col(f"s.`{column}`"))
+    changed = _values_differ("t", "s", values)
+    on = _same_key("t", "s", key)
+    if bounds is not None:
+        on = bounds.covers(F.col(f"t.`{bounds.column}`")) & on
     keep = F.col(f"s.`{KEEP}`")
     merge = (
         DeltaTable.forPath(spark, path)
