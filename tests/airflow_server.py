@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import signal
 import socket
@@ -26,6 +27,11 @@ REPO = Path(__file__).resolve().parent.parent
 AIRFLOW = str(Path(sys.executable).parent / "airflow")
 COMPONENTS = ("api-server", "scheduler", "dag-processor")
 HEALTHY = ("metadatabase", "scheduler", "dag_processor")  # no triggerer: nothing defers
+# The last line of a Python traceback, e.g. "sqlalchemy.exc.OperationalError: (...) database is locked".
+EXCEPTION_LINE = re.compile(r"^[\w.]*(Error|Exception)\b.*:")
+# Three processes write one SQLite file without WAL: a writer waits this long for another's lock
+# (Python's sqlite3 gives up after 5 s, too short on a loaded 2-core machine).
+SQLITE_BUSY_SECONDS = 60
 
 
 class AirflowStartError(Exception):
@@ -45,8 +51,10 @@ class AirflowServer:
         parts = []
         for file in files:
             text = file.read_text(errors="replace").splitlines() if file.exists() else ["(no log)"]
+            # A long traceback pushes its own last line out of a short tail: name it first.
+            errors = [line for line in text if EXCEPTION_LINE.match(line)][-5:]
             header = f"--- {file.relative_to(self.root)} (last {lines} lines)"
-            parts.append("\n".join([header, *text[-lines:]]))
+            parts.append("\n".join([*(f"!!! {line}" for line in errors), header, *text[-lines:]]))
         return "\n".join(parts)
 
 
@@ -60,8 +68,16 @@ def airflow_env(root: Path, port: int, *, pipelines: Path, user: str, password: 
     passwords = root / "passwords.json"
     passwords.write_text(json.dumps({user: password}))
     url = f"http://127.0.0.1:{port}"
+    # Airflow reads its DB driver's connect arguments from an importable name.
+    settings = root / "settings"
+    settings.mkdir(exist_ok=True)
+    (settings / "lakejoin_test_db.py").write_text(f"CONNECT_ARGS = {{'timeout': {SQLITE_BUSY_SECONDS}}}\n")
+    python_path = os.pathsep.join(filter(None, [str(settings), os.environ.get("PYTHONPATH")]))
     return {
         **os.environ,
+        "PYTHONPATH": python_path,
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "lakejoin_test_db.CONNECT_ARGS",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC": "lakejoin_test_db.CONNECT_ARGS",
         "AIRFLOW_HOME": str(root / "home"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
