@@ -178,7 +178,8 @@ views:
               right_columns: [name, nation_id], right_prefix: customer_,
               fanout_threshold: %(threshold)s}
   products_tagged:
-    list_join: {left: products, list: tag_ids, right: tags, into: tags}
+    list_join: {left: products, list: tag_ids, right: tags, into: tags,
+                fanout_threshold: %(threshold)s}
   customers_by_email:
     rekey: {source: customers, key: email, columns: [name, nation_id]}
 """

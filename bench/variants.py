@@ -42,7 +42,7 @@ PHASES = {
 class ViewRun:
     seconds: float
     affected: int = 0
-    strategy: str = ""  # enrich in propagate mode: "incremental" or "full"
+    strategy: str = ""  # a view with a fan-out fallback: "incremental" or "full"
     output: tuple[str, int, int] | None = None  # (path, version before, version after)
     reads: dict[str, tuple[str, int, int]] = field(default_factory=dict)  # source -> (path, first, last)
 

@@ -246,6 +246,12 @@ def rekey_oracle(lake: Lakehouse, spec: PipelineSpec, view: str) -> list[dict]:
     return sorted(out, key=lambda r: tuple(str(v) for v in r.values()))
 
 
+def fanout(summary) -> tuple[int, int, int]:  # noqa: ANN001 - a BatchSummary
+    """A batch's fan-out decision: (full recompute 0/1, rows reached, reached per mille)."""
+    metrics = summary.metrics()
+    return metrics["full_recompute"], metrics["fanout_facts"], metrics["fanout_permille"]
+
+
 def run_and_watch(
     lake: Lakehouse, spec: PipelineSpec, view: str, **kwargs: Any
 ) -> tuple[BatchSummary, list[dict]]:

@@ -621,6 +621,13 @@ def test_a_rekey_column_that_does_not_exist(kind_tables, tmp_path):
             ["unknown duplicates 'first'", "use one of: keep, drop"],
         ),
         (
+            "      into: addresses\n",
+            "      into: addresses\n      fanout_threshold: -0.1\n",
+            14,
+            "views.person_addresses.list_join.fanout_threshold",
+            ["'fanout_threshold' must be a number from 0 to 1, found -0.1", "the default is 0.2"],
+        ),
+        (
             "      key: {rekey}\n",
             "      key: {rekey}\n      unique: false\n      on_conflict: latest\n",
             19,
@@ -644,3 +651,11 @@ def test_a_malformed_list_join_or_rekey_names_the_line(old, new, line, key, phra
         parse_spec(text, "pipelines/lake.yaml")
     assert (exc.value.line, exc.value.key) == (line, key)
     assert_says(message_of(exc), f"pipelines/lake.yaml:{line}", *phrases, "fix:")
+
+
+@pytest.mark.unit
+def test_a_list_join_falls_back_above_a_fifth_of_the_left_rows_by_default():
+    text = LIST_AND_REKEY.format(
+        store="./s", persons="./p", addresses="./a", merchants="./m", list="address_ids", rekey="display_name"
+    )
+    assert parse_spec(text, "pipelines/lake.yaml").views["person_addresses"].list_join.fanout_threshold == 0.2

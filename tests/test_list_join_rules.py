@@ -11,18 +11,28 @@ from typing import Any
 
 import pytest
 
-from tests.lakehouse import ADDRESSES, PERSONS, list_join_oracle, output_rows, run_and_watch, write_spec
+from tests.lakehouse import (
+    ADDRESSES,
+    PERSONS,
+    fanout,
+    list_join_oracle,
+    output_rows,
+    run_and_watch,
+    write_spec,
+)
 
 pytestmark = pytest.mark.scenario
 
 VIEW = "person_addresses"
 
 
-def spec_of(lake, duplicates: str = "keep", right_columns: str = "[street]"):
+def spec_of(lake, duplicates: str = "keep", right_columns: str = "[street]", fanout: float = 1.0):
+    """The rules below are about routing: on these tiny tables any right change reaches more
+    than the default 20 % of the persons, so the fan-out fallback is off unless asked for."""
     views = f"""\
   {VIEW}:
     list_join: {{left: persons, list: address_ids, right: addresses, into: addresses,
-                duplicates: {duplicates}, right_columns: {right_columns}}}
+                duplicates: {duplicates}, right_columns: {right_columns}, fanout_threshold: {fanout}}}
 """
     return write_spec(lake, {"persons": "person_id", "addresses": "address_id"}, views)
 
@@ -137,3 +147,44 @@ def test_duplicates_drop_keeps_the_first_occurrence_and_long_lists_work(lake):
     after = lists(lake, spec)
     assert after["P3"] == [("a8", "8 Main"), ("a6", "6 Main")]
     assert after["P2"][1499] == ("a1500", "1500 Main St")
+
+
+def test_a_popular_element_falls_back_to_a_full_recompute_with_the_same_result(lake):
+    """An element held by many lists (a popular tag) reaches a large share of the output; above
+    `fanout_threshold` of the left rows the batch recomputes the whole view (then MERGEs only
+    what changed), and the composite rows stay right for later batches."""
+    lake.create(
+        "addresses", ADDRESSES, [("a1", "1 Elm", "Oslo"), ("a2", "2 Oak", "Oslo"), ("a3", "3 Ash", None)]
+    )
+    holders = [["a1", "a3"]] * 6 + [["a2"]] * 2 + [["a3"]] * 2
+    lake.create("persons", PERSONS, [(f"P{i}", f"n{i}", ids) for i, ids in enumerate(holders)])
+    spec = spec_of(lake, fanout=0.35)
+    run(lake, spec)
+
+    # 2 of 10 lists reached: within 35 %, incremental.
+    lake.upsert("addresses", "address_id", [("a2", "2 Oak Rd", "Oslo")])
+    summary, changed = run(lake, spec)
+    assert fanout(summary) == (0, 2, 200)
+    assert summary.notes["strategy"] == (
+        "incremental: the changed right keys reach 2 of 10 left rows (20.0%), "
+        "within the fan-out threshold of 35%"
+    )
+    assert changed == {"update_postimage": {"P6", "P7"}}
+
+    # a1 is on 6 of 10 lists: above 35 %, the whole view is recomputed, yet only the lists
+    # holding a1 are written, and a left change in the same batch is not lost.
+    lake.upsert("addresses", "address_id", [("a1", "1 Elm St", "Oslo")])
+    lake.upsert("persons", "person_id", [("P9", "n9", ["a2", "a3"])])
+    summary, changed = run(lake, spec)
+    assert fanout(summary) == (1, 6, 600)
+    assert summary.notes["strategy"].startswith("full recompute: the changed right keys reach 6 of 10")
+    assert summary.recomputed_rows == 10 and summary.unchanged_skipped == 3
+    assert changed == {"update_postimage": {"P0", "P1", "P2", "P3", "P4", "P5", "P9"}}
+    assert lists(lake, spec)["P0"] == [("a1", "1 Elm St"), ("a3", "3 Ash")]
+
+    # The composite rows were rewritten whole and are still right: a later change to an element
+    # on three lists (30 %), one of which just gained it, is incremental and reaches exactly those.
+    lake.upsert("addresses", "address_id", [("a2", "2 Oak Ave", "Oslo")])
+    summary, changed = run(lake, spec)
+    assert summary.metrics()["full_recompute"] == 0
+    assert changed == {"update_postimage": {"P6", "P7", "P9"}}

@@ -72,18 +72,22 @@ list_steps = st.one_of(
 @examples(1)
 @given(
     duplicates=st.sampled_from(["keep", "drop"]),
+    # 0 recomputes in full whenever an address change reaches a list, 1 never does.
+    threshold=st.sampled_from([0.0, 0.2, 1.0]),
     persons=st.dictionaries(st.sampled_from(PERSON_KEYS), person_values, min_size=2, max_size=6),
     addresses=st.dictionaries(st.sampled_from(ADDRESS_KEYS), address_values, min_size=1, max_size=5),
     history=batches(list_steps),
 )
-def test_list_join_incremental_equals_recompute(spark, tmp_path, duplicates, persons, addresses, history):
+def test_list_join_incremental_equals_recompute(
+    spark, tmp_path, duplicates, threshold, persons, addresses, history
+):
     lake = example_lake(spark, tmp_path)
     lake.create("persons", PERSONS, list(rows_of(persons)))
     lake.create("addresses", ADDRESSES, list(rows_of(addresses)))
     views = f"""\
   person_addresses:
     list_join: {{left: persons, list: address_ids, right: addresses, into: addresses,
-                duplicates: {duplicates}}}
+                duplicates: {duplicates}, fanout_threshold: {threshold}}}
 """
     spec = write_spec(lake, {"persons": "person_id", "addresses": "address_id"}, views)
     run_history(lake, spec, "person_addresses", history, list_join_oracle)

@@ -79,6 +79,7 @@ class ListJoin:
     into: str
     duplicates: Duplicates
     right_columns: tuple[str, ...] | None
+    fanout_threshold: float = 0.2  # above this share of the left rows reached, recompute in full
 
 
 @dataclass(frozen=True)

@@ -192,14 +192,17 @@ def _enrich(reader: SpecReader, raw: Any, key: str, known: _Known) -> Enrich:
 
 def _list_join(reader: SpecReader, raw: Any, key: str, known: _Known) -> ListJoin:
     raw = reader.mapping(raw, key)
-    reader.only(raw, key, {"left", "list", "right", "into", "duplicates", "right_columns"})
+    allowed = {"left", "list", "right", "into", "duplicates", "right_columns", "fanout_threshold"}
+    reader.only(raw, key, allowed)
     left = _source_name(reader, raw, key, "left", known)
     right = _source_name(reader, raw, key, "right", known)
     column = reader.identifier(raw, key, "list")
     into = reader.identifier(raw, key, "into")
     assert column and into
     duplicates = _choice(reader, raw, key, "duplicates", Duplicates, Duplicates.KEEP.value)
-    return ListJoin(left, column, right, into, duplicates, _columns(reader, raw, key, "right_columns"))
+    columns = _columns(reader, raw, key, "right_columns")
+    threshold = _number(reader, raw, key, "fanout_threshold", 0.2, most=1.0)
+    return ListJoin(left, column, right, into, duplicates, columns, threshold)
 
 
 def _rekey(reader: SpecReader, raw: Any, key: str, known: _Known) -> Rekey:

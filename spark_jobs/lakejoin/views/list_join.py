@@ -8,6 +8,8 @@ view's state: a Delta table clustered by element key, so a right change finds ev
 holds its key without scanning the left table. A batch re-joins only
 - left rows whose list changed (added, removed, reordered or duplicated elements), and
 - left rows holding an element whose right row changed.
+When the right changes reach more than `fanout_threshold` of the left rows (a popular element),
+the batch recomputes the whole view instead, as fk_join and enrich do.
 A left row whose other columns changed but whose list did not keeps its joined list from the
 output: its elements are not re-joined.
 
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING
 from lakejoin.changes import CHANGE, ChangeKind
 from lakejoin.key_ranges import batch_range
 from lakejoin.spec import Duplicates, ListJoin, PipelineSpec, View
-from lakejoin.views.base import BatchContext, Rebuilt, Validation, ViewKindLogic
+from lakejoin.views.base import BatchContext, Rebuilt, Validation, ViewKindLogic, fans_out
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -123,6 +125,28 @@ class ListJoinView(ViewKindLogic):
         from pyspark.sql import functions as F
 
         key = self.left.key
+        self._counts = {}
+        if changes is not None:
+            state = ctx.read_state()
+            right_changed = changes[self.right.name].select(F.col(self.right.key).alias(ELEMENT))
+            routed = state.select(LEFT_KEY).limit(0)  # no changed element: the state is not scanned
+            reached = 0
+            if not right_changed.isEmpty():
+                routed = state.join(F.broadcast(right_changed), on=ELEMENT, how="left_semi")
+                routed = routed.select(LEFT_KEY).distinct().localCheckpoint()
+                reached = routed.count()
+            # An element held by many lists (a popular tag) can reach a large share of the
+            # output: then one recompute beats re-joining every list that holds it.
+            if fans_out(
+                ctx,
+                self.left,
+                reached,
+                self.join.fanout_threshold,
+                self._counts,
+                changed="right keys",
+                of="left rows",
+            ):
+                changes = None
         if changes is None:
             left_rows = ctx.whole_source(self.left)
             ctx.require_unique(left_rows, self.left)
@@ -130,7 +154,7 @@ class ListJoinView(ViewKindLogic):
             ctx.require_unique(right_rows, self.right)
             self._composite = composite_rows(left_rows, self.join, key).localCheckpoint()
             self._replaced = None
-            self._counts = {"composite_rows_rebuilt": self._composite.count(), "left_rows_carried": 0}
+            self._counts.update(composite_rows_rebuilt=self._composite.count(), left_rows_carried=0)
             lists = joined_lists(
                 composite_rows(left_rows, self.join, key, outer=True),
                 right_rows,
@@ -140,14 +164,8 @@ class ListJoinView(ViewKindLogic):
             )
             return Rebuilt(self._output_rows(left_rows, lists), None)
 
-        state = ctx.read_state()
         left_changed = changes[self.left.name]
         changed_keys = left_changed.select(F.col(key).alias(LEFT_KEY))
-        right_changed = changes[self.right.name].select(F.col(self.right.key).alias(ELEMENT))
-        routed = state.select(LEFT_KEY).limit(0)  # no changed element: the state is not scanned
-        if not right_changed.isEmpty():
-            routed = state.join(F.broadcast(right_changed), on=ELEMENT, how="left_semi")
-            routed = routed.select(LEFT_KEY).distinct()
         affected = changed_keys.union(routed).distinct().localCheckpoint()
 
         left_rows = ctx.rows_of(self.left, affected.withColumnRenamed(LEFT_KEY, key), left_changed)
@@ -205,10 +223,9 @@ class ListJoinView(ViewKindLogic):
         self._replaced = affected.join(F.broadcast(carried_keys), on=LEFT_KEY, how="left_anti")
         self._old_composite = old_composite.join(F.broadcast(carried_keys), on=LEFT_KEY, how="left_anti")
         self._composite = rejoin_composite
-        self._counts = {
-            "composite_rows_rebuilt": rejoin_composite.count(),
-            "left_rows_carried": carried_keys.count(),
-        }
+        self._counts.update(
+            composite_rows_rebuilt=rejoin_composite.count(), left_rows_carried=carried_keys.count()
+        )
         return Rebuilt(self._output_rows(left_rows, lists), affected.withColumnRenamed(LEFT_KEY, key))
 
     def write_state(self, ctx: BatchContext) -> None:
