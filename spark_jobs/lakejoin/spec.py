@@ -60,6 +60,11 @@ class Source:
     upstream: str | None = None  # the view whose output this is, when a view reads another view
 
 
+# fk_join, list_join and enrich (propagate): above this share of the left rows (the facts) that
+# a batch's right-side changes reach, the batch recomputes the whole view (views/base.fans_out).
+FANOUT_THRESHOLD = 0.2
+
+
 @dataclass(frozen=True)
 class FkJoin:
     left: str
@@ -68,7 +73,7 @@ class FkJoin:
     how: JoinHow
     right_columns: tuple[str, ...] | None
     right_prefix: str
-    fanout_threshold: float = 0.2  # above this share of the left rows reached, recompute in full
+    fanout_threshold: float = FANOUT_THRESHOLD
 
 
 @dataclass(frozen=True)
@@ -79,7 +84,7 @@ class ListJoin:
     into: str
     duplicates: Duplicates
     right_columns: tuple[str, ...] | None
-    fanout_threshold: float = 0.2  # above this share of the left rows reached, recompute in full
+    fanout_threshold: float = FANOUT_THRESHOLD
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from lakejoin.spec import (
+    FANOUT_THRESHOLD,
     Definition,
     Dimension,
     Duplicates,
@@ -115,7 +116,7 @@ def _fk_join(reader: SpecReader, raw: Any, key: str, known: _Known) -> FkJoin:
     prefix = reader.text(raw, key, "right_prefix", required=False) or ""
     if prefix:
         reader.check_identifier(prefix, f"{key}.right_prefix")
-    threshold = _number(reader, raw, key, "fanout_threshold", 0.2, most=1.0)
+    threshold = _number(reader, raw, key, "fanout_threshold", FANOUT_THRESHOLD, most=1.0)
     return FkJoin(left, right, fk, how, columns, prefix, threshold)
 
 
@@ -179,7 +180,7 @@ def _enrich(reader: SpecReader, raw: Any, key: str, known: _Known) -> Enrich:
         if any(d.id == dimension.id for d in dimensions):
             raise reader.fail(at, f"dimension '{table}' on fk '{fk}' is listed twice", "list it once")
         dimensions.append(dimension)
-    threshold = _number(reader, raw, key, "fanout_threshold", 0.2, most=1.0)
+    threshold = _number(reader, raw, key, "fanout_threshold", FANOUT_THRESHOLD, most=1.0)
     if "fanout_threshold" in raw and mode is not EnrichMode.PROPAGATE:
         raise reader.fail(
             f"{key}.fanout_threshold",
@@ -201,7 +202,7 @@ def _list_join(reader: SpecReader, raw: Any, key: str, known: _Known) -> ListJoi
     assert column and into
     duplicates = _choice(reader, raw, key, "duplicates", Duplicates, Duplicates.KEEP.value)
     columns = _columns(reader, raw, key, "right_columns")
-    threshold = _number(reader, raw, key, "fanout_threshold", 0.2, most=1.0)
+    threshold = _number(reader, raw, key, "fanout_threshold", FANOUT_THRESHOLD, most=1.0)
     return ListJoin(left, column, right, into, duplicates, columns, threshold)
 
 
