@@ -246,6 +246,17 @@ def rekey_oracle(lake: Lakehouse, spec: PipelineSpec, view: str) -> list[dict]:
     return sorted(out, key=lambda r: tuple(str(v) for v in r.values()))
 
 
+def state_table(lake: Lakehouse, spec: PipelineSpec, view: str) -> tuple[int, list[tuple]]:
+    """A view's state table (routing index or composite rows): its version and its rows, sorted."""
+    from lakejoin.runner import routing_index_path
+    from lakejoin.sources import latest_version
+
+    path = routing_index_path(spec, spec.views[view])
+    frame = lake.spark.read.format("delta").load(path)
+    rows = sorted(tuple(str(v) for v in r) for r in frame.select(*sorted(frame.columns)).collect())
+    return latest_version(lake.spark, path, role=f"state of {view}"), rows
+
+
 def fanout(summary) -> tuple[int, int, int]:  # noqa: ANN001 - a BatchSummary
     """A batch's fan-out decision: (full recompute 0/1, rows reached, reached per mille)."""
     metrics = summary.metrics()

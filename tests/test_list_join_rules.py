@@ -18,6 +18,7 @@ from tests.lakehouse import (
     list_join_oracle,
     output_rows,
     run_and_watch,
+    state_table,
     write_spec,
 )
 
@@ -173,6 +174,7 @@ def test_a_popular_element_falls_back_to_a_full_recompute_with_the_same_result(l
 
     # a1 is on 6 of 10 lists: above 35 %, the whole view is recomputed, yet only the lists
     # holding a1 are written, and a left change in the same batch is not lost.
+    version, composite = state_table(lake, spec, VIEW)
     lake.upsert("addresses", "address_id", [("a1", "1 Elm St", "Oslo")])
     lake.upsert("persons", "person_id", [("P9", "n9", ["a2", "a3"])])
     summary, changed = run(lake, spec)
@@ -182,9 +184,14 @@ def test_a_popular_element_falls_back_to_a_full_recompute_with_the_same_result(l
     assert changed == {"update_postimage": {"P0", "P1", "P2", "P3", "P4", "P5", "P9"}}
     assert lists(lake, spec)["P0"] == [("a1", "1 Elm St"), ("a3", "3 Ash")]
 
-    # The composite rows were rewritten whole and are still right: a later change to an element
-    # on three lists (30 %), one of which just gained it, is incremental and reaches exactly those.
+    # The composite rows follow the left rows only: P9's alone were replaced, and they are still
+    # right: a later change to an element on three lists (30 %), one of which just gained it, is
+    # incremental and reaches exactly those.
+    held = [row for row in composite if row[0] != "P9"] + [("P9", "0", "a2"), ("P9", "1", "a3")]
+    written, now = state_table(lake, spec, VIEW)
+    assert written > version and now == sorted(held)
     lake.upsert("addresses", "address_id", [("a2", "2 Oak Ave", "Oslo")])
     summary, changed = run(lake, spec)
     assert summary.metrics()["full_recompute"] == 0
     assert changed == {"update_postimage": {"P6", "P7", "P9"}}
+    assert state_table(lake, spec, VIEW) == (written, now)  # right changes alone write no state

@@ -58,6 +58,15 @@ def net_changes(change_feed: DataFrame, key: str) -> DataFrame:
     )
 
 
+def upserts(net: DataFrame) -> DataFrame:
+    """The rows of a net change (see `net_changes`) that exist at the pin, with the source's
+    columns only: what an upserted key holds now; a deleted key has no row."""
+    from pyspark.sql import functions as F
+
+    data_columns = [c for c in net.columns if c not in (CHANGE, VERSION)]
+    return net.where(F.col(CHANGE) == ChangeKind.UPSERT.value).select(*data_columns)
+
+
 def no_changes(table: DataFrame) -> DataFrame:
     """An empty set of net changes with the columns net_changes gives for `table`."""
     from pyspark.sql import functions as F

@@ -86,11 +86,14 @@ def refresh_routes(
 ) -> None:
     """Bring the index at `path` in step with `left_rows`, the current rows of the affected left
     keys (of every left key when `affected` is None): one MERGE by left key. An affected key
-    without a row, or whose every fk is null, loses its row."""
+    without a row, or whose every fk is null, loses its row. No affected key: nothing is
+    read or written."""
     from pyspark.sql import functions as F
 
     from lakejoin.sink import KEEP, merge_by_key, replace_output
 
+    if affected is not None and affected.isEmpty():
+        return
     columns = [*fks, LEFT_KEY]
     new_routes = routes(left_rows, left_key, fks)
     if affected is not None:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from lakejoin import quality, routing
 from lakejoin.errors import BatchStateError
 from lakejoin.spec import Dimension, EnrichMode, JoinHow, PipelineSpec, Source, View
-from lakejoin.views.base import STATE, BatchContext, Rebuilt, Validation, ViewKindLogic, fans_out
+from lakejoin.views.base import STATE, BatchContext, Rebuilt, Validation, ViewKindLogic, fans_out, state_rows
 from lakejoin.views.fk_join import referenced_right_rows
 
 if TYPE_CHECKING:
@@ -154,6 +154,8 @@ class EnrichView(ViewKindLogic):
 
     def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
         affected: DataFrame | None = None
+        # Routes follow the fact rows only: the fan-out fallback below still writes just these.
+        self._fact_changes = changes[self.fact.name] if changes is not None else None
         if changes is not None:
             keys = changes[self.fact.name].select(self.fact.key)
             if self.propagate:
@@ -181,7 +183,7 @@ class EnrichView(ViewKindLogic):
         dimensions = [
             self._dimension_rows(ctx, d, fact_rows, whole=affected is None) for d in self.enrich.dimensions
         ]
-        self._fact_rows, self._affected = fact_rows, affected
+        self._fact_rows = fact_rows
         return Rebuilt(recompute(fact_rows, dimensions), affected)
 
     def _dimension_rows(
@@ -219,7 +221,8 @@ class EnrichView(ViewKindLogic):
     def write_state(self, ctx: BatchContext) -> None:
         if self.propagate:
             path, fact = self._index_path(ctx.state_path), self.fact.key
-            routing.refresh_routes(ctx.spark, path, self._fact_rows, self._affected, fact, self._routes())
+            rows, keys = state_rows(self._fact_rows, self._fact_changes, fact)
+            routing.refresh_routes(ctx.spark, path, rows, keys, fact, self._routes())
 
     def validations(self, ctx: BatchContext, written: DataFrame, output: DataFrame) -> list[Validation]:
         import great_expectations as gx

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakejoin import quality, routing
 from lakejoin.spec import FkJoin, JoinHow, PipelineSpec, View
-from lakejoin.views.base import BatchContext, Rebuilt, Validation, ViewKindLogic, fans_out
+from lakejoin.views.base import BatchContext, Rebuilt, Validation, ViewKindLogic, fans_out, state_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -93,6 +93,8 @@ class FkJoinView(ViewKindLogic):
 
         affected: DataFrame | None = None
         self._counts = {}
+        # Routes follow the left rows only: the fan-out fallback below still writes just these.
+        self._left_changes = changes[self.left.name] if changes is not None else None
         if changes is not None:
             index = ctx.read_state()
             routed = (
@@ -124,20 +126,16 @@ class FkJoinView(ViewKindLogic):
             ).localCheckpoint()
         ctx.require_unique(left_rows, self.left)
         ctx.require_unique(right_rows, self.right)
-        self._left_rows, self._affected = left_rows, affected
+        self._left_rows = left_rows
         rows = recompute(
             left_rows, right_rows, self.join, right_key=self.right.key, right_columns=self._right_columns
         )
         return Rebuilt(rows, affected)
 
     def write_state(self, ctx: BatchContext) -> None:
+        rows, keys = state_rows(self._left_rows, self._left_changes, self.left.key)
         routing.refresh_routes(
-            ctx.spark,
-            ctx.state_path,
-            self._left_rows,
-            self._affected,
-            self.left.key,
-            {routing.RIGHT_KEY: self.join.fk},
+            ctx.spark, ctx.state_path, rows, keys, self.left.key, {routing.RIGHT_KEY: self.join.fk}
         )
 
     def validations(self, ctx: BatchContext, written: DataFrame, output: DataFrame) -> list[Validation]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from lakejoin.changes import CHANGE, ChangeKind
+from lakejoin.changes import CHANGE, ChangeKind, upserts
 from lakejoin.key_ranges import batch_range
 from lakejoin.spec import Duplicates, ListJoin, PipelineSpec, View
 from lakejoin.views.base import BatchContext, Rebuilt, Validation, ViewKindLogic, fans_out
@@ -126,6 +126,8 @@ class ListJoinView(ViewKindLogic):
 
         key = self.left.key
         self._counts = {}
+        # Composite rows follow the left rows only: the fan-out fallback below still writes just these.
+        self._state_change: tuple[DataFrame, DataFrame, DataFrame] | None = None
         if changes is not None:
             state = ctx.read_state()
             right_changed = changes[self.right.name].select(F.col(self.right.key).alias(ELEMENT))
@@ -146,6 +148,8 @@ class ListJoinView(ViewKindLogic):
                 changed="right keys",
                 of="left rows",
             ):
+                left_changed = changes[self.left.name]
+                self._state_change = self._changed_composite(state, upserts(left_changed), left_changed)
                 changes = None
         if changes is None:
             left_rows = ctx.whole_source(self.left)
@@ -153,7 +157,6 @@ class ListJoinView(ViewKindLogic):
             right_rows = ctx.whole_source(self.right)
             ctx.require_unique(right_rows, self.right)
             self._composite = composite_rows(left_rows, self.join, key).localCheckpoint()
-            self._replaced = None
             self._counts.update(composite_rows_rebuilt=self._composite.count(), left_rows_carried=0)
             lists = joined_lists(
                 composite_rows(left_rows, self.join, key, outer=True),
@@ -218,28 +221,46 @@ class ListJoinView(ViewKindLogic):
             into=self.join.into,
         ).unionByName(kept)
 
-        # The composite rows to replace: those of every affected key except the carried ones
-        # (theirs are unchanged by definition).
-        self._replaced = affected.join(F.broadcast(carried_keys), on=LEFT_KEY, how="left_anti")
-        self._old_composite = old_composite.join(F.broadcast(carried_keys), on=LEFT_KEY, how="left_anti")
-        self._composite = rejoin_composite
+        # The composite rows to replace: those of the left keys that changed, but for the carried
+        # ones (theirs are unchanged by definition).
+        replaced = changed_keys.join(F.broadcast(carried_keys), on=LEFT_KEY, how="left_anti")
+        replaced = replaced.localCheckpoint()
+        self._state_change = (
+            replaced,
+            rejoin_composite.join(F.broadcast(replaced), on=LEFT_KEY, how="left_semi"),
+            old_composite.join(F.broadcast(replaced), on=LEFT_KEY, how="left_semi"),
+        )
         self._counts.update(
             composite_rows_rebuilt=rejoin_composite.count(), left_rows_carried=carried_keys.count()
         )
         return Rebuilt(self._output_rows(left_rows, lists), affected.withColumnRenamed(LEFT_KEY, key))
 
+    def _changed_composite(
+        self, state: DataFrame, rows: DataFrame, left_changed: DataFrame
+    ) -> tuple[DataFrame, DataFrame, DataFrame]:
+        """The keys whose composite rows a batch replaces (the left keys that changed), their new
+        composite rows (from `rows`, their rows now) and their old ones (in `state`)."""
+        from pyspark.sql import functions as F
+
+        replaced = left_changed.select(F.col(self.left.key).alias(LEFT_KEY)).localCheckpoint()
+        old = state.join(F.broadcast(replaced), on=LEFT_KEY, how="left_semi")
+        return replaced, composite_rows(rows, self.join, self.left.key), old
+
     def write_state(self, ctx: BatchContext) -> None:
         from pyspark.sql import functions as F
 
-        ensure_composite_table(ctx.spark, ctx.state_path, self._composite)
         present = F.lit(True).alias("_lj_present")
-        if self._replaced is None:
+        if self._state_change is None:
+            ensure_composite_table(ctx.spark, ctx.state_path, self._composite)
             source = self._composite.select(LEFT_KEY, POS, ELEMENT, present)
-        else:
-            new = self._composite.select(LEFT_KEY, POS, ELEMENT, present)
-            old = self._old_composite.select(LEFT_KEY, POS)
-            source = old.join(new, on=[LEFT_KEY, POS], how="full_outer")
-        merge_composite(ctx.spark, ctx.state_path, source, full=self._replaced is None)
+            merge_composite(ctx.spark, ctx.state_path, source, full=True)
+            return
+        replaced, new, old = self._state_change
+        if replaced.isEmpty():  # only right rows changed: every list holds what it held
+            return
+        new_rows = new.select(LEFT_KEY, POS, ELEMENT, present)
+        source = old.select(LEFT_KEY, POS).join(new_rows, on=[LEFT_KEY, POS], how="full_outer")
+        merge_composite(ctx.spark, ctx.state_path, source, full=False)
 
     def validations(self, ctx: BatchContext, written: DataFrame, output: DataFrame) -> list[Validation]:
         import great_expectations as gx
