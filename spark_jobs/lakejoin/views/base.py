@@ -156,7 +156,7 @@ class BatchContext:
         """
         from pyspark.sql import functions as F
 
-        from lakejoin.changes import CHANGE, ChangeKind
+        from lakejoin.changes import upserts
         from lakejoin.key_ranges import batch_range
 
         key = source.key
@@ -167,7 +167,7 @@ class BatchContext:
         # A net change holds one row per key, so it cannot show a key the source holds twice:
         # that check reads the key column alone, not the rows.
         self.require_unique(snapshot.select(key).join(F.broadcast(keys), on=key, how="left_semi"), source)
-        changed = changes.where(F.col(CHANGE) == ChangeKind.UPSERT.value).select(*snapshot.columns)
+        changed = upserts(changes).select(*snapshot.columns)
         rest = keys.join(changes.select(key), on=key, how="left_anti").localCheckpoint()
         if rest.limit(1).count():
             unchanged = snapshot.join(F.broadcast(rest), on=key, how="left_semi")
