@@ -191,8 +191,9 @@ def _batch_result(output: str) -> dict:
 
 def test_batches_run_on_the_cluster(cluster, lake, tmp_path):
     """DAG runs spark-submit batches to the cluster: a first full load, then an incremental
-    batch after source changes, each output equal to the from-scratch join; then a batch that
-    fails fails its task, with lakejoin's message in the task's log."""
+    batch after source changes, each output equal to the from-scratch join. (A failing batch
+    failing its task is test_dags' test; through spark-submit it only adds the exit status, and
+    a third cluster run cost this suite 3 minutes.)"""
     lake.create("merchants", MERCHANTS, [("m1", "Acme", "a.png"), ("m2", "Bolt", "b.png")])
     lake.create(
         "products", PRODUCTS, [("p1", "pen", 1.0, "m1"), ("p2", "cup", 2.0, "m2"), ("p3", "lid", 3.0, "m9")]
@@ -222,8 +223,3 @@ def test_batches_run_on_the_cluster(cluster, lake, tmp_path):
     # The executors received the package zip (--py-files) and Delta's jars (--packages).
     shipped = {p.name.split("-")[0] for p in cluster.work.glob("app-*/*/*") if p.suffix in (".zip", ".jar")}
     assert {"lakejoin", "io.delta_delta"} <= shipped
-
-    lake.append("merchants", [("m2", "Bolt again", "b.png")])
-    failed = _dags_test(env, tmp_path / "failed.log", succeeds=False)
-    assert "error DuplicateKeyError: " in failed and "the key 'merchant_id' is not unique" in failed
-    assert batch_store(lake.spark, spec).last_committed("display_products").batch_id == 2
