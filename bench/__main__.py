@@ -36,6 +36,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--work", default="build/bench-lake", help="where the tables go (deleted per size)")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--driver-memory", default="10g")
+    parser.add_argument(
+        "--not-judged",
+        action="store_true",
+        help="a side run: its batches go in the tables, the targets skip them (see bench/report.py)",
+    )
     args = parser.parse_args(argv)
     if args.smoke:
         args.orders, args.rates, args.variants = "1500000", "0.01", ",".join(SMOKE_VARIANTS)
@@ -70,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             variants=tuple(v for v in VARIANTS if v in args.variants.split(",")),
             seed=args.seed,
             vacuum=int(orders) > 2_000_000,
+            judged=not args.not_judged,
         )
         for orders in args.orders.split(",")
     ]

@@ -43,6 +43,9 @@ class Matrix:
     variants: tuple[str, ...]
     seed: int = 42
     vacuum: bool = True
+    # False: a side run (say, every layout side by side on a day the machine ran slow); its
+    # batches go in the tables, but the targets, which pair batches across runs, skip them.
+    judged: bool = True
 
     @property
     def batches(self) -> list[tuple[float, Scenario]]:
@@ -90,6 +93,7 @@ def run_matrix(
             "orders": matrix.orders,
             "event": "tables",
             "commit": lakejoin_commit(),
+            "judged": matrix.judged,
             "seconds": time.perf_counter() - started,
             "sizes": asdict(sizes),
         },

@@ -272,6 +272,18 @@ def _variant_order(name: str) -> int:
 UNRECORDED = "not recorded (earlier runs: the command line below names their commits)"
 
 
+def unjudged(records: list[dict[str, Any]]) -> set[tuple[int, int]]:
+    """(orders, batch) of every batch a side run measured (`python -m bench --not-judged`)."""
+    skipped: set[tuple[int, int]] = set()
+    judged = True
+    for record in records:
+        if record.get("event") == "tables":
+            judged = record.get("judged", True)
+        elif not judged and "batch" in record:
+            skipped.add((record["orders"], record["batch"]))
+    return skipped
+
+
 def _runs(records: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
     """Each run's `tables` record, with the first batch number it measured."""
     runs: list[tuple[dict[str, Any], int]] = []
@@ -287,7 +299,9 @@ def write_report(results: Path, out: Path, *, command: str, total_seconds: float
 
     records = load(results)
     table = outcomes(records)
-    image = plot(table, results.parent / "benchmark.png")
+    side = unjudged(records)
+    judged = {point: v for point, v in table.items() if point not in side}
+    image = plot(judged, results.parent / "benchmark.png")
     setup = [
         f"| {r['orders']:,} | {r['variant']} | {r['seconds']:.1f} |"
         for r in records
@@ -302,6 +316,16 @@ def write_report(results: Path, out: Path, *, command: str, total_seconds: float
         f"{r['orders']:,} orders from batch {first}: {r.get('commit', UNRECORDED)}"
         for r, first in _runs(records)
     ]
+    side_batches = "; ".join(
+        f"{o:,} orders: batches {', '.join(str(b) for s, b in sorted(side) if s == o)}"
+        for o in sorted({o for o, _ in side})
+    )
+    side_note = (
+        f" The batches of side runs ({side_batches}) are in the tables but not judged: the growth target "
+        "pairs batches of different runs, which holds only when both saw the machine at the same speed."
+        if side
+        else ""
+    )
     gates = [f for r in records if r.get("event") == "gate" for f in r["failures"]]
     gated = sum(1 for r in records if r.get("event") == "gate")
     lines = [
@@ -323,9 +347,9 @@ def write_report(results: Path, out: Path, *, command: str, total_seconds: float
         "## Targets",
         "",
         "Each point (size, scenario, rate) is judged on its newest batch, which measured lakejoin "
-        "as it is now; the older batches of a point stay in the tables below.",
+        "as it is now; the older batches of a point stay in the tables below." + side_note,
         "",
-        *targets(table),
+        *targets(judged),
         "",
         f"![INC, FULL and FLOOR against change rate; INC against size]({image.relative_to(out)})",
         "",
