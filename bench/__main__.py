@@ -3,6 +3,7 @@
     python -m bench                       # the full matrix at 1.5 M and 15 M orders -> docs/benchmarks.md
     python -m bench --smoke               # 1.5 M orders, 1 % change, 3 scenarios, 4 variants -> build/
     python -m bench --out /tmp/side --not-judged ...   # a side run: in the tables, not in the targets
+    python -m bench.merge /tmp/side/bench/results.jsonl --run "..."   # add it to docs/ (bench/merge.py)
 
 Figures go to `<out>/bench/results.jsonl` as they are measured, then `<out>/benchmarks.md` and
 `<out>/bench/benchmark.png`. The exit status is 1 when the correctness gate failed on any batch.
