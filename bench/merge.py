@@ -51,8 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     published_path = args.into / "bench" / "results.jsonl"
     report = args.into / "benchmarks.md"
-    if not args.results.is_file() or not published_path.is_file() or not report.is_file():
-        missing = [p for p in (args.results, published_path, report) if not p.is_file()]
+    missing = [p for p in (args.results, published_path, report) if not p.is_file()]
+    if missing:
         print(f"nothing merged: {', '.join(map(str, missing))} not found", file=sys.stderr)
         return 2
     found = COMMAND.search(report.read_text(encoding="utf-8"))
