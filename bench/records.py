@@ -43,7 +43,7 @@ def timed(call: Callable[[], object], repeat: int = 3) -> float:
 def main(argv: list[str] | None = None) -> int:
     from rich.progress import Progress
 
-    from lakejoin.batches import BatchMode, BatchRecord, BatchStatus, BatchStore, read_histories
+    from lakejoin.engine.records import BatchMode, BatchRecord, BatchStatus, BatchStore, read_histories
     from lakejoin.session import spark_session
     from lakejoin.sources import data_files
 

@@ -23,7 +23,7 @@ from bench.measure import Stopwatch
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from lakejoin.runner import BatchSummary
+    from lakejoin.engine.batch import BatchSummary
     from lakejoin.spec import PipelineSpec
 
 # lakejoin's phases, and the names the benchmark reports them under.
@@ -83,7 +83,7 @@ class Variant:
 
 class Full(Variant):
     def run(self, spark: SparkSession) -> Run:
-        from lakejoin.runner import recompute_view
+        from lakejoin.engine.batch import recompute_view
 
         watch, views = Stopwatch(), {}
         for view in self.spec.view_order():
@@ -100,13 +100,13 @@ class Full(Variant):
 
 class Naive(Variant):
     def setup(self, spark: SparkSession) -> None:
-        from lakejoin.runner import run_view
+        from lakejoin.engine.batch import run_view
 
         for view in self.spec.view_order():
             run_view(spark, self.spec, view, full_refresh=True, checks=False)
 
     def run(self, spark: SparkSession) -> Run:
-        from lakejoin.runner import recompute_view, view_logic
+        from lakejoin.engine.batch import recompute_view, view_logic
         from lakejoin.sink import merge_full
 
         watch, views = Stopwatch(), {}
@@ -126,7 +126,7 @@ class Incremental(Variant):
     layout: Layout = field(default_factory=Layout)
 
     def setup(self, spark: SparkSession) -> None:
-        from lakejoin.runner import run_view
+        from lakejoin.engine.batch import run_view
 
         with self.key_ranges(spark):
             for view in self.spec.view_order():
@@ -139,7 +139,7 @@ class Incremental(Variant):
                 spark.sql(f"OPTIMIZE {table}")
 
     def run(self, spark: SparkSession) -> Run:
-        from lakejoin.runner import run_view
+        from lakejoin.engine.batch import run_view
 
         phases: dict[str, float] = {}
         views = {}

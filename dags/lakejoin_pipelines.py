@@ -84,8 +84,8 @@ def run_batch(spec_file: str, view: str) -> dict:
 
     spec = load_spec(spec_file)
     request = batch_request(spec, view)
+    from lakejoin.engine.batch import BatchOutcome, run_view
     from lakejoin.repair import RepairRange
-    from lakejoin.runner import BatchOutcome, run_view
     from lakejoin.session import spark_session
 
     repair = None

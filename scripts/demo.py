@@ -64,12 +64,12 @@ def show(spark, spec, view: str) -> None:  # noqa: ANN001
 
 def decisions(spark, spec) -> None:  # noqa: ANN001
     """What the batches noted: fan-out choices, conflicts, shuffled dimensions."""
-    from lakejoin.batches import BatchStatus
-    from lakejoin.runner import batch_store
+    from lakejoin.engine.log import BatchLog
+    from lakejoin.engine.records import BatchStatus
 
-    store = batch_store(spark, spec)
+    log = BatchLog.of(spec)
     for view in spec.view_order():
-        for record in store.history(view):
+        for record in log.history(view):
             if record.status is not BatchStatus.COMMITTED:
                 continue
             for topic, note in record.notes.items():
@@ -108,10 +108,10 @@ def main() -> None:
     step("the views now")
     for view in spec.view_order():
         show(spark, spec, view)
-    step("what the batches decided (from the batch records)")
+    step("what the batches decided (from the batch log)")
     decisions(spark, spec)
     lakejoin_cli(["status", str(SPEC)])
-    console.print(f"batch records: {spec.state_path}/batches (a Delta table; read it with Spark)")
+    console.print(f"batch log: {spec.state_path}/batch_log (a Delta table; delta-rs or Spark read it)")
     lakejoin_cli(["report", str(SPEC)])  # the pages as of the last commit; the Airflow plugin serves them
     console.print(f"[bold green]demo finished in {time.monotonic() - started:.0f} s[/]")
 

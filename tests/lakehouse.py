@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lakejoin.batches import FAILPOINT, BatchStatus
-from lakejoin.runner import BatchSummary, batch_store, run_view
+from lakejoin.engine.markers import FAILPOINT
+from lakejoin.engine.records import BatchStatus
+from lakejoin.engine.batch import BatchSummary, batch_log, run_view
 from lakejoin.spec import JoinHow, PipelineSpec, load_spec
 
 PRODUCTS = "product_id STRING, name STRING, price DOUBLE, merchant_id STRING"
@@ -114,7 +115,7 @@ views:
 
     def expected(self, spec: PipelineSpec, view: str = "display_products") -> list[dict]:
         """The view recomputed from scratch, in plain Python, at the last committed pins."""
-        record = batch_store(self.spark, spec).last(view)
+        record = batch_log(spec).last(view)
         assert record is not None and record.status is BatchStatus.COMMITTED
         join = spec.views[view].fk_join
         left, right = spec.sources[join.left], spec.sources[join.right]
@@ -168,7 +169,7 @@ def output_rows(lake: Lakehouse, spec: PipelineSpec, view: str) -> list[dict]:
 
 
 def pinned(lake: Lakehouse, spec: PipelineSpec, view: str) -> dict[str, int]:
-    record = batch_store(lake.spark, spec).last(view)
+    record = batch_log(spec).last(view)
     assert record is not None and record.status is BatchStatus.COMMITTED
     return record.pinned_versions
 
@@ -248,7 +249,7 @@ def rekey_oracle(lake: Lakehouse, spec: PipelineSpec, view: str) -> list[dict]:
 
 def state_table(lake: Lakehouse, spec: PipelineSpec, view: str) -> tuple[int, list[tuple]]:
     """A view's state table (routing index or composite rows): its version and its rows, sorted."""
-    from lakejoin.runner import routing_index_path
+    from lakejoin.engine.write import state_path as routing_index_path
     from lakejoin.sources import latest_version
 
     path = routing_index_path(spec, spec.views[view])

@@ -194,11 +194,11 @@ def _trigger_with_full_refresh(page) -> None:
 
 def _assert_the_view_was_built(lake: Lakehouse, spec_file: Path, ui: AirflowServer) -> int:
     """The output equals a from-scratch join at the pinned versions; return the batch id."""
-    from lakejoin.runner import batch_store
+    from lakejoin.engine.batch import batch_log
     from lakejoin.spec import load_spec
 
     spec = load_spec(spec_file)
-    record = batch_store(lake.spark, spec).last_committed(VIEW)
+    record = batch_log(spec).last_committed(VIEW)
     assert record is not None, f"no committed batch of {VIEW}\n{ui.logs()}"
     expected = fk_join_oracle(
         lake.rows_at("products", record.pinned_versions["products"]),

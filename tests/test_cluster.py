@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from lakejoin.batches import BatchMode
-from lakejoin.runner import batch_store
+from lakejoin.engine.records import BatchMode
+from lakejoin.engine.batch import batch_log
 from lakejoin.spec import PipelineSpec
 from tests.lakehouse import MERCHANTS, PRODUCTS, Lakehouse
 
@@ -215,7 +215,7 @@ def test_batches_run_on_the_cluster(cluster, lake, tmp_path):
     second = _dags_test(env, tmp_path / "second.log")
     result = _batch_result(second)
     assert (result["outcome"], result["batch_id"]) == ("committed", 2)
-    record = batch_store(lake.spark, spec).last_committed("display_products")
+    record = batch_log(spec).last_committed("display_products")
     assert record.mode is BatchMode.INCREMENTAL
     assert lake.output(spec) == lake.expected(spec)
     assert [r["display_name"] for r in lake.output(spec)] == ["Acme Inc", "Acme Inc", "Bolt"]

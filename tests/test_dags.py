@@ -174,9 +174,9 @@ def _rows(spark, path, version=None):
 
 
 def _expected(spark, spec, view):
-    from lakejoin.runner import batch_store
+    from lakejoin.engine.batch import batch_log
 
-    record = batch_store(spark, spec).last_committed(view)
+    record = batch_log(spec).last_committed(view)
     join = spec.views[view].fk_join
     left, right = spec.sources[join.left], spec.sources[join.right]
     return fk_join_oracle(
@@ -231,11 +231,11 @@ def test_a_failing_batch_fails_its_task(airflow_home, spark):
     """Duplicate merchant keys stop the batch: the task fails, the run fails, nothing commits."""
     from airflow.utils.state import DagRunState, TaskInstanceState
 
-    from lakejoin.runner import batch_store
+    from lakejoin.engine.batch import batch_log
     from lakejoin.spec import load_spec
 
     spec = load_spec(airflow_home / "pipelines" / "market.yaml")
-    before = batch_store(spark, spec).last_committed("listed_products")
+    before = batch_log(spec).last_committed("listed_products")
     duplicate = [("m1", "Acme again", "x.png", "DE")]
     merchants = spark.read.format("delta").load(spec.sources["merchants"].path)
     spark.createDataFrame(duplicate, merchants.schema).write.format("delta").mode("append").save(
@@ -245,7 +245,7 @@ def test_a_failing_batch_fails_its_task(airflow_home, spark):
     assert run.state == DagRunState.FAILED
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states["listed_products"] == TaskInstanceState.FAILED
-    after = batch_store(spark, spec).last_committed("listed_products")
+    after = batch_log(spec).last_committed("listed_products")
     assert after.batch_id == before.batch_id
 
 
@@ -256,13 +256,13 @@ def test_nothing_new_skips_without_spark_and_a_repair_runs_from_the_form(own_pip
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
-    from lakejoin.batches import BatchMode
-    from lakejoin.runner import batch_store
+    from lakejoin.engine.records import BatchMode
+    from lakejoin.engine.batch import batch_log
 
     spec = own_pipeline
     dag = dag_bag().dags[f"lakejoin_{spec.name}"]
     assert dag.test().state == DagRunState.SUCCESS
-    checkpoint = batch_store(spark, spec).last_committed("display_products")
+    checkpoint = batch_log(spec).last_committed("display_products")
 
     # Its own process, so no JVM of this test's is around: a skip must not start one.
     idle = subprocess.run(
@@ -285,7 +285,7 @@ def test_nothing_new_skips_without_spark_and_a_repair_runs_from_the_form(own_pip
         "listed_products": TaskInstanceState.SKIPPED,
     }
     assert _output(spark, spec, "display_products") == _expected(spark, spec, "display_products")
-    repair = batch_store(spark, spec).last("display_products")
+    repair = batch_log(spec).last("display_products")
     assert repair.mode is BatchMode.REPAIR
     sources = ("products", "merchants")
     assert {s: repair.pinned_versions[s] for s in sources} == {

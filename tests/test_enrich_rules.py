@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from lakejoin.batches import BatchStatus
-from lakejoin.runner import batch_store, recompute_view
+from lakejoin.engine.records import BatchStatus
+from lakejoin.engine.batch import batch_log, recompute_view
 from tests.lakehouse import (
     CUSTOMERS,
     ITEMS,
@@ -176,7 +176,7 @@ def test_a_propagate_batch_killed_after_its_output_merge_is_retried_on_its_pinne
     crashed = run_cli_with_failpoint(spec.file)
 
     assert crashed.returncode == -signal.SIGKILL, crashed.stdout[-3000:] + crashed.stderr[-3000:]
-    planned = batch_store(lake.spark, spec).last(VIEW)
+    planned = batch_log(spec).last(VIEW)
     assert planned is not None and (planned.batch_id, planned.status) == (2, BatchStatus.PLANNED)
     # Changes after the crash belong to the next batch, not to the retry.
     lake.upsert("customers", "customer_id", [("c1", "Annie", "NO"), ("c2", "Benny", "SE")])

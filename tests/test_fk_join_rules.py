@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from lakejoin.runner import BatchSummary
+from lakejoin.engine.batch import BatchSummary
 from tests.lakehouse import MERCHANTS, PRODUCTS, fanout, state_table
 
 pytestmark = pytest.mark.scenario

@@ -208,7 +208,7 @@ def test_an_fk_join_batch_of_recent_products_reads_no_old_file_of_source_output_
     recent ones and inserts new ones. With the oldest file of the source, the output and the
     routing index moved away, the batch still runs, and its output is the recomputation."""
     from lakejoin.routing import LEFT_KEY
-    from lakejoin.runner import routing_index_path
+    from lakejoin.engine.write import state_path as routing_index_path
     from tests.lakehouse import MERCHANTS, PRODUCTS
 
     monkeypatch.setattr(key_ranges, "ROWS_PER_FILE", 100)

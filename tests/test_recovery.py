@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from lakejoin.batches import BatchMode, BatchRecord, BatchStatus, BatchStore, read_histories
+from lakejoin.engine.records import BatchMode, BatchRecord, BatchStatus, BatchStore, read_histories
 from lakejoin.errors import QualityCheckError
 from lakejoin.pending import pending_work
-from lakejoin.runner import BatchOutcome, batch_store, committed_output_version, routing_index_path
+from lakejoin.engine.batch import BatchOutcome, batch_log, committed_output_version, routing_index_path
 from lakejoin.sources import data_files, history_may_hold_changes, latest_version
 from tests.lakehouse import MERCHANTS, PRODUCTS, Lakehouse, fk_join_oracle, run_cli_with_failpoint
 
@@ -58,7 +58,7 @@ def versions(lake: Lakehouse, spec) -> dict[str, int]:  # noqa: ANN001 - Pipelin
     paths = {
         "output": spec.views[VIEW].path,
         "routing": routing_index_path(spec, spec.views[VIEW]),
-        "batches": batch_store(lake.spark, spec).path,
+        "batches": batch_log(spec).path,
     }
     return {name: latest_version(lake.spark, path, role=name) for name, path in paths.items()}
 
@@ -115,7 +115,7 @@ def test_a_rerun_with_nothing_new_is_skipped_and_writes_nothing(lake):
     }
     assert versions(lake, spec) == before
     assert lake.output(spec) == rows == lake.expected(spec)
-    assert [r.batch_id for r in batch_store(lake.spark, spec).history(VIEW)] == [1, 2]
+    assert [r.batch_id for r in batch_log(spec).history(VIEW)] == [1, 2]
 
 
 def test_a_vacuum_or_an_optimize_of_the_sources_is_nothing_new(lake):
@@ -139,7 +139,7 @@ def test_a_vacuum_or_an_optimize_of_the_sources_is_nothing_new(lake):
     assert skipped.outcome is BatchOutcome.SKIPPED and skipped.batch_id is None
     assert versions(lake, spec) == before
     assert lake.output(spec) == rows
-    assert [r.batch_id for r in batch_store(lake.spark, spec).history(VIEW)] == [1]
+    assert [r.batch_id for r in batch_log(spec).history(VIEW)] == [1]
 
     change_everything_once(lake)
     assert pending_work(spec, VIEW).run is True
@@ -185,7 +185,7 @@ def test_re_executing_a_committed_batch_applies_none_of_its_writes_twice(lake, m
     lake.run(spec, checks=False)
     change_everything_once(lake)
     lake.run(spec, checks=False)
-    committed = batch_store(lake.spark, spec).last(VIEW)
+    committed = batch_log(spec).last(VIEW)
     assert committed is not None and committed.status is BatchStatus.COMMITTED
     before, rows = versions(lake, spec), lake.output(spec)
     assert rows == lake.expected(spec)
@@ -209,7 +209,7 @@ def test_re_executing_a_committed_batch_applies_none_of_its_writes_twice(lake, m
     assert replay.output_applied is False  # ... and its MERGE was skipped by Delta
     assert versions(lake, spec) == before
     assert lake.output(spec) == rows == lake.expected(spec)
-    assert statuses(batch_store(lake.spark, spec)) == [(1, "committed"), (2, "committed")]
+    assert statuses(batch_log(spec)) == [(1, "committed"), (2, "committed")]
 
 
 # --- crash between the output MERGE and the commit ---------------------------------------------
@@ -217,7 +217,7 @@ def test_re_executing_a_committed_batch_applies_none_of_its_writes_twice(lake, m
 
 def test_a_batch_killed_after_its_output_merge_is_retried_on_its_pinned_versions(lake):
     spec = seeded(lake)
-    store = BatchStore(lake.spark, spec.name, batch_store(lake.spark, spec).path)
+    store = BatchStore(lake.spark, spec.name, batch_log(spec).path)
     output_path = spec.views[VIEW].path
     assert lake.run(spec, checks=False).batch_id == 1
     change_everything_once(lake)
@@ -276,7 +276,7 @@ def test_a_batch_killed_between_its_output_update_and_its_inserts_appends_them_o
     ones. A crash between them leaves the last committed batch where it was, so a view reading
     this one still pins the old output; the retry skips the MERGE and appends the new rows."""
     spec = seeded(lake)
-    store = BatchStore(lake.spark, spec.name, batch_store(lake.spark, spec).path)
+    store = BatchStore(lake.spark, spec.name, batch_log(spec).path)
     output_path = spec.views[VIEW].path
     lake.run(spec, checks=False)
     lake.upsert("products", "product_id", [("p1", "pen", 1.5, "m1"), ("p6", "cap", 6.0, "m3")])
@@ -317,7 +317,7 @@ def test_a_plan_whose_checks_keep_failing_stays_planned_until_a_full_refresh(lak
     from delta.tables import DeltaTable
 
     spec = seeded(lake)
-    store = batch_store(lake.spark, spec)
+    store = batch_log(spec)
     lake.run(spec, checks=False)
     # Someone deletes an output row behind lakejoin's back: a left join now has fewer rows than
     # its left table, and no incremental batch touches that key again.
@@ -360,10 +360,10 @@ def test_batch_records_stay_readable_without_spark_when_deletion_vectors_are_the
     finally:
         lake.spark.conf.unset(default)
 
-    histories = read_histories(spec.name, batch_store(lake.spark, spec).path)
+    histories = read_histories(spec.name, batch_log(spec).path)
 
     assert [(r.batch_id, r.status) for r in histories[VIEW]] == [(1, BatchStatus.COMMITTED)]
-    assert deletion_vectors(lake, batch_store(lake.spark, spec).path) == "false"
+    assert deletion_vectors(lake, batch_log(spec).path) == "false"
 
 
 def test_the_batch_records_are_compacted_every_few_batches_and_read_the_same(lake):

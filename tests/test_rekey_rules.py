@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from lakejoin.batches import BatchStatus
+from lakejoin.engine.records import BatchStatus
 from lakejoin.errors import KeyConflictError
-from lakejoin.runner import batch_store
+from lakejoin.engine.batch import batch_log
 from tests.lakehouse import MASTERS, output_rows, rekey_oracle, run_and_watch, write_spec
 
 pytestmark = pytest.mark.scenario
@@ -83,7 +83,7 @@ def test_rekey_rules_under_fail(lake):
     assert "display_name='Cord' <- merchant_id ['m1', 'm5']" in message
     assert "on_conflict: latest" in message and "nothing was written" in message
     assert output_rows(lake, spec, VIEW) == output_before
-    assert batch_store(lake.spark, spec).last(VIEW).status is BatchStatus.ABANDONED
+    assert batch_log(spec).last(VIEW).status is BatchStatus.ABANDONED
 
     # Once the data is fixed the next run goes on, incrementally, from the last commit.
     lake.upsert("merchants", "merchant_id", [("m5", "Dune", "IS", "e.png")])

@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from lakejoin.batches import BatchMode
+from lakejoin.engine.records import BatchMode
 from lakejoin.errors import RepairError
 from lakejoin.repair import RepairRange, requested_repair
-from lakejoin.runner import BatchOutcome, batch_store
+from lakejoin.engine.batch import BatchOutcome, batch_log
 from tests.lakehouse import (
     ADDRESSES,
     MASTERS,
@@ -73,7 +73,7 @@ def test_a_repair_rewrites_only_the_keys_its_range_touched(lake):
     lake.upsert("merchants", "merchant_id", [("m2", "Bolt & Co", "b")])  # merchants@2 -> p2, p3
     lake.upsert("products", "product_id", [("p4", "mug", 5.0, "m3")])  # products@3
     lake.run(spec)
-    checkpoint = batch_store(lake.spark, spec).last_committed(VIEW)
+    checkpoint = batch_log(spec).last_committed(VIEW)
     assert lake.output(spec) == lake.expected(spec)
 
     corrupt(lake, spec, VIEW, "display_name", "product_id IN ('p1', 'p2', 'p4')")
@@ -90,7 +90,7 @@ def test_a_repair_rewrites_only_the_keys_its_range_touched(lake):
 
     # The checkpoint did not move: the repair pinned what the last batch pinned, and a normal
     # run still finds nothing new.
-    repair = batch_store(lake.spark, spec).last(VIEW)
+    repair = batch_log(spec).last(VIEW)
     assert repair.mode is BatchMode.REPAIR
     assert {s: repair.pinned_versions[s] for s in ("products", "merchants")} == {
         s: checkpoint.pinned_versions[s] for s in ("products", "merchants")

@@ -16,7 +16,7 @@ from lakejoin.errors import LakejoinError, SpecError
 from lakejoin.spec import PipelineSpec, load_spec
 
 if TYPE_CHECKING:
-    from lakejoin.runner import run_view
+    from lakejoin.engine.batch import run_view
     from lakejoin.session import spark_session
 
 __all__ = ["LakejoinError", "PipelineSpec", "SpecError", "load_spec", "run_view", "spark_session"]
@@ -24,7 +24,7 @@ __all__ = ["LakejoinError", "PipelineSpec", "SpecError", "load_spec", "run_view"
 
 def __getattr__(name: str) -> Any:
     if name == "run_view":
-        from lakejoin.runner import run_view
+        from lakejoin.engine.batch import run_view
 
         return run_view
     if name == "spark_session":

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from lakejoin.batches import BatchMode
+from lakejoin.engine.records import BatchMode
 from lakejoin.errors import LakejoinError
 from lakejoin.spec import PipelineSpec, load_spec
 
@@ -93,7 +93,7 @@ def _run(
     repair: RepairRange | None = None,
     checks: bool,
 ) -> int:
-    from lakejoin.runner import Phase, run_view
+    from lakejoin.engine.batch import Phase, run_view
     from lakejoin.session import spark_session
 
     unknown = [v for v in views or [] if v not in spec.views]
@@ -222,29 +222,32 @@ def kind_details(metrics: dict[str, int]) -> str:
 
 
 def _status(console: Console, spec: PipelineSpec) -> int:
-    from lakejoin.batches import BatchStatus
-    from lakejoin.runner import batch_store
-    from lakejoin.session import spark_session
-    from lakejoin.sources import latest_version
+    """Where each view stands, from the batch log and the tables' Delta logs (delta-rs: no JVM)."""
+    from deltalake import DeltaTable
 
-    spark = spark_session(spec.spark)
-    store = batch_store(spark, spec)
+    from lakejoin.engine.log import BatchLog
+
+    log = BatchLog.of(spec)
+    histories = log.histories(spec.view_order())
     table = Table(title=f"pipeline {spec.name}")
     for column in ("view", "last batch", "status", "mode", "committed at", "versions", "lag (versions)"):
         table.add_column(column)
     for name in spec.view_order():
         view = spec.views[name]
-        record = store.last(name)
-        if record is None:
+        history = histories.get(name, [])
+        if not history:
             table.add_row(name, "-", "never run", "-", "-", "-", "-")
             continue
-        done = store.last_committed(name)
+        record = history[-1]
+        done = next((r for r in reversed(history) if r.status.value == "committed"), None)
         lags = []
         for source in view.inputs:
             path = spec.sources[source].path
-            current = latest_version(spark, path, role=f"source '{source}'")
+            current = int(DeltaTable(path).version()) if DeltaTable.is_deltatable(path) else -1
             lags.append(f"{source} {current - (done.pinned_versions.get(source, -1) if done else -1)}")
-        status = record.status.value + (" (will be retried)" if record.status is BatchStatus.PLANNED else "")
+        status = record.status.value + (
+            f" ({record.notes['abandoned']})" if "abandoned" in record.notes else ""
+        )
         table.add_row(
             name,
             str(record.batch_id),
@@ -255,7 +258,7 @@ def _status(console: Console, spec: PipelineSpec) -> int:
             ", ".join(lags),
         )
     console.print(table)
-    console.print(f"[dim]batch records: {store.path}[/]")
+    console.print(f"[dim]batch log: {log.path}[/]")
     return 0
 
 

@@ -68,3 +68,7 @@ class RepairError(LakejoinError):
 
 class ExpectationSuiteError(LakejoinError):
     """A user expectation suite (expectations/<pipeline>/<view>.json) cannot be used."""
+
+
+class ConcurrentBatchError(LakejoinError):
+    """Another run of the same view committed the batch this run was writing."""

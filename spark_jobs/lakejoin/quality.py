@@ -27,8 +27,8 @@ from lakejoin.spec import PipelineSpec, View
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from lakejoin.batches import BatchRecord
     from lakejoin.data_docs import DataDocs, Validated
+    from lakejoin.engine.plan import BatchPlan
     from lakejoin.views.base import Validation
 
 FK_RESOLVED = "_lj_fk_resolved"
@@ -83,15 +83,15 @@ def with_key_resolution(
 def check_batch(
     spec: PipelineSpec,
     view: View,
-    plan: BatchRecord,
+    plan: BatchPlan,
     validations: list[Validation],
     *,
-    output: DataFrame | None = None,
+    rows: DataFrame | None = None,
     metrics: dict[str, int] | None = None,
 ) -> QualityReport:
-    """Run the view's validations and its user suite (on `output`, the output table at its new
-    version); write the report, its Data Docs and pages; raise QualityCheckError on a failed
-    critical check.
+    """Run the view's validations and its user suite (on `rows`, the output rows the batch is
+    about to write), before the batch's output commit; write the report, its Data Docs and
+    pages; raise QualityCheckError on a failed critical check (then nothing is committed).
 
     `metrics` (the batch's counts and phase durations so far) go into the report and its page.
     """
@@ -100,10 +100,8 @@ def check_batch(
     from lakejoin.views.base import Validation
 
     suite = user_suite(spec, view)
-    if suite is not None and output is None and validations:
-        output = validations[0].rows.sparkSession.read.format("delta").load(view.path)
-    if suite is not None and output is not None:
-        validations = [*validations, Validation(USER_SUITE, output, suite.expectations)]
+    if suite is not None and rows is not None:
+        validations = [*validations, Validation(USER_SUITE, rows, suite.expectations)]
     docs = DataDocs.at(reports_root(spec))
     runs = [docs.validate(view.name, plan.batch_id, v.scope, v.rows, v.expectations) for v in validations]
     pages = _data_docs(docs, view, plan.batch_id, runs)
@@ -192,7 +190,7 @@ def reports_folder(spec: PipelineSpec, view: View) -> Path:
 def write_report(
     spec: PipelineSpec,
     view: View,
-    plan: BatchRecord,
+    plan: BatchPlan,
     checks: list[CheckResult],
     *,
     metrics: dict[str, int] | None = None,

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from lakejoin import report_pages
-from lakejoin.batches import BatchRecord, BatchStatus, read_histories
+from lakejoin.engine.log import BatchLog
+from lakejoin.engine.records import BatchRecord, BatchStatus
 from lakejoin.quality import reports_root
 from lakejoin.report_plots import BatchPoint, batch_point, write_trends
 from lakejoin.spec import PipelineSpec
@@ -145,18 +146,21 @@ def pipeline_index_page(spec: PipelineSpec, histories: Histories | None = None) 
 
 
 def _record_status(last: BatchRecord, report: dict[str, Any] | None) -> str:
-    # A batch writes its pages between its checks and its commit.
-    checked = report is not None and report["batch_id"] == last.batch_id and report.get("success")
-    return last.status.value + (" (checks passed)" if last.status is BatchStatus.PLANNED and checked else "")
+    # A batch writes its pages between its checks and its commit: a newer report than the last
+    # logged batch is a batch that passed its checks and is writing (or died before its commit).
+    checked = report is not None and report["batch_id"] > last.batch_id and report.get("success")
+    return last.status.value + (
+        f" (batch {report['batch_id']} checked, not committed)" if checked and report else ""
+    )
 
 
 def batch_histories(spec: PipelineSpec) -> Histories:
-    """Every view's batch records, read without Spark; none (and a warning) when unreadable."""
-    path = Path(spec.state_path) / "batches"
+    """Every view's batch log rows, read without Spark; none (and a warning) when unreadable."""
+    batch_log = BatchLog.of(spec)
     try:
-        return read_histories(spec.name, str(path))
+        return batch_log.histories()
     except Exception:  # delta-rs cannot read it: pages without the records beat no pages
-        log.warning("lakejoin: cannot read the batch records at %s without Spark", path, exc_info=True)
+        log.warning("lakejoin: cannot read the batch log at %s", batch_log.path, exc_info=True)
         return {}
 
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lakejoin import key_ranges
-from lakejoin.errors import SourceError
+from lakejoin.engine.markers import OutputCommit, current_txn, failpoint, idempotent, stamped
+from lakejoin.errors import ConcurrentBatchError, SourceError
 from lakejoin.key_ranges import KeyRange, write_laid_out
 from lakejoin.sources import data_files
 
@@ -31,6 +32,7 @@ class MergeCounts:
     updated: int = 0
     deleted: int = 0
     applied: bool = True
+    version: int | None = None  # the batch commit's version, when the write carried one
 
 
 def ensure_keyed_table(spark: SparkSession, path: str, schema: StructType, cluster_by: Sequence[str]) -> None:
@@ -80,30 +82,75 @@ def drift_error(drift: str, *, where: str) -> SourceError:
     )
 
 
-def replace_output(path: str, recomputed: DataFrame) -> MergeCounts:
+def replace_output(path: str, recomputed: DataFrame, commit: OutputCommit | None = None) -> MergeCounts:
     """Rewrite the whole output with a new schema (the declared policy for a schema change
     under a full refresh: downstream readers see every row deleted and inserted once)."""
-    (recomputed.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path))
-    return MergeCounts(inserted=recomputed.count())
+    spark = recomputed.sparkSession
+    writer = recomputed.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+    if commit is None:
+        writer.save(path)
+        return MergeCounts(inserted=recomputed.count())
+    with stamped(spark, commit.app, commit.final):
+        writer.save(path)
+    return _final_counts(path, commit, MergeCounts())
+
+
+def _final_counts(path: str, commit: OutputCommit, counts: MergeCounts) -> MergeCounts:
+    """`counts` with the rows the batch commit appended (Delta's operationMetrics) and its
+    version; a batch commit Delta skipped means another run committed this batch first."""
+    found = commit.committed(path)
+    if found is None:
+        raise ConcurrentBatchError(
+            f"another run committed batch {commit.final.batch_id} first; this run wrote nothing more",
+            where=f"output {path}",
+            fix="nothing to do: the batch is committed once; run again for newer changes",
+        )
+    version, info = found
+    metrics = info.get("operationMetrics") or {}
+    appended = int(metrics.get("numOutputRows", 0)) if info.get("operation") == "WRITE" else 0
+    return MergeCounts(
+        inserted=counts.inserted + appended,
+        updated=counts.updated,
+        deleted=counts.deleted,
+        applied=True,
+        version=version,
+    )
 
 
 def merge_affected(
-    spark: SparkSession, path: str, recomputed: DataFrame, affected: DataFrame, key: Sequence[str]
+    spark: SparkSession,
+    path: str,
+    recomputed: DataFrame,
+    affected: DataFrame,
+    key: Sequence[str],
+    commit: OutputCommit | None = None,
 ) -> MergeCounts:
     """Write the recomputed rows of the affected keys; affected keys with no row are deleted."""
     from pyspark.sql import functions as F
 
     source = affected.select(*key).join(recomputed.withColumn(PRESENT, F.lit(True)), on=list(key), how="left")
     source = source.withColumn(KEEP, F.col(PRESENT).isNotNull()).drop(PRESENT)
-    return merge_by_key(spark, path, source, key, recomputed.columns, full=False)
+    return merge_by_key(spark, path, source, key, recomputed.columns, full=False, commit=commit)
 
 
-def merge_full(spark: SparkSession, path: str, recomputed: DataFrame, key: Sequence[str]) -> MergeCounts:
+def merge_full(
+    spark: SparkSession,
+    path: str,
+    recomputed: DataFrame,
+    key: Sequence[str],
+    commit: OutputCommit | None = None,
+) -> MergeCounts:
     """MERGE a full recompute: rows missing from it are deleted, unchanged rows are skipped."""
     from pyspark.sql import functions as F
 
     return merge_by_key(
-        spark, path, recomputed.withColumn(KEEP, F.lit(True)), key, recomputed.columns, full=True
+        spark,
+        path,
+        recomputed.withColumn(KEEP, F.lit(True)),
+        key,
+        recomputed.columns,
+        full=True,
+        commit=commit,
     )
 
 
@@ -115,14 +162,17 @@ def merge_by_key(
     columns: Sequence[str],
     *,
     full: bool,
+    commit: OutputCommit | None = None,
 ) -> MergeCounts:
     """Make the table's rows under the keys of `source` what `source` says. A source row whose
     boolean `KEEP` column is false deletes its key; the others insert, or update a row whose
     `columns` differ (an unchanged row is not rewritten, so it yields no change rows). With
     `full`, every key absent from `source` is deleted too.
 
-    Inside `batches.idempotent`, every write applies once per batch, even when a retry repeats
-    the call after a crash between its two commits.
+    With `commit` (a view's output), the last commit of the write is the batch commit (see
+    engine/markers.py). Without it (a state table), inside `markers.idempotent` every write
+    applies once per (app, version), even when a retry repeats the call after a crash between
+    its two commits.
 
     >>> rows = rows.withColumn(KEEP, F.lit(True))                             # doctest: +SKIP
     >>> merge_by_key(spark, path, rows, ["id"], rows.columns[:-1], full=False)  # doctest: +SKIP
@@ -132,15 +182,19 @@ def merge_by_key(
 
     if full:
         if key_ranges.enabled(spark) and data_files(spark, path) == 0:
-            return _fill(spark, path, source.where(F.col(KEEP)).select(*columns), key[0])
+            return _fill(spark, path, source.where(F.col(KEEP)).select(*columns), key[0], commit)
         source = _differences(spark, path, source.where(F.col(KEEP)), key, columns)
     keyed = source.localCheckpoint()
     row = keyed.agg(F.count(F.lit(1)).alias("n"), *KeyRange.aggregates(key[0])).first()
     assert row is not None
     bounds = KeyRange.from_row(keyed, key[0], row) if key_ranges.enabled(spark) else KeyRange(key[0])
     if row["n"] > SPLIT_MERGE_MAX_KEYS:
-        return _merge(spark, path, keyed, columns, key, inserts=True, bounds=bounds)
-    return _merge_then_append(spark, path, keyed, columns, key, bounds)
+        if commit is None:
+            return _merge(spark, path, keyed, columns, key, inserts=True, bounds=bounds)
+        with stamped(spark, commit.app, commit.final):
+            counts = _merge(spark, path, keyed, columns, key, inserts=True, bounds=bounds)
+        return _final_counts(path, commit, counts)
+    return _merge_then_append(spark, path, keyed, columns, key, bounds, commit)
 
 
 def _differences(
@@ -190,20 +244,26 @@ def _values_differ(a: str, b: str, values: Sequence[str]) -> Column:
     return differs
 
 
-def _fill(spark: SparkSession, path: str, rows: DataFrame, first_key: str) -> MergeCounts:
+def _fill(
+    spark: SparkSession, path: str, rows: DataFrame, first_key: str, commit: OutputCommit | None
+) -> MergeCounts:
     """A full write into a table with no files: an append laid out by key (see key_ranges),
-    which later batches' MERGEs then read by range. Inside `batches.idempotent` a retry that
+    which later batches' MERGEs then read by range. Inside `markers.idempotent` a retry that
     finds the append done writes nothing and says so."""
     from delta.tables import DeltaTable
 
     from lakejoin.sources import latest_version
 
+    if commit is not None:
+        with stamped(spark, commit.app, commit.final):
+            write_laid_out(rows, path, first_key)
+        return _final_counts(path, commit, MergeCounts())
     before = latest_version(spark, path, role=path)
     write_laid_out(rows, path, first_key)
-    commit = DeltaTable.forPath(spark, path).history(1).select("version", "operationMetrics").first()
-    if commit is None or commit["version"] == before:
+    last = DeltaTable.forPath(spark, path).history(1).select("version", "operationMetrics").first()
+    if last is None or last["version"] == before:
         return MergeCounts(applied=False)
-    return MergeCounts(inserted=int(commit["operationMetrics"].get("numOutputRows", 0)))
+    return MergeCounts(inserted=int(last["operationMetrics"].get("numOutputRows", 0)))
 
 
 def _merge_then_append(
@@ -213,28 +273,33 @@ def _merge_then_append(
     columns: Sequence[str],
     key: Sequence[str],
     bounds: KeyRange,
+    commit: OutputCommit | None = None,
 ) -> MergeCounts:
     """Delta's MERGE joins the source with every file a key touches; once it also inserts, that
     join is an outer join, which shuffles those files whole (with random keys, the whole
     table). So the keys the table already holds are updated and deleted by a MERGE without
-    inserts, whose join broadcasts the small source, and the new keys are appended: two commits
-    (the view's readers pin the committed one, see runner.Batch._latest), at 15 M rows and
-    1 % changed 22 s instead of 52 s (docs/bench/analysis.md)."""
+    inserts, whose join broadcasts the small source, and the new keys are appended: at 15 M
+    rows and 1 % changed 22 s instead of 52 s (docs/bench/analysis.md). With `commit`, the last
+    of the two commits is the batch commit, and a batch with nothing to change still makes one
+    (an empty append), so that its pins are recorded."""
     from pyspark.sql import functions as F
-
-    from lakejoin.batches import current_txn, failpoint, idempotent
-    from lakejoin.sources import latest_version
 
     keys = list(key)
     table_keys = spark.read.format("delta").load(path).where(bounds.covers(F.col(keys[0]))).select(*keys)
     existing = table_keys.join(F.broadcast(source.select(*keys)), on=keys, how="left_semi").localCheckpoint()
-    counts = MergeCounts()
-    if existing.limit(1).count():
-        present = source.join(F.broadcast(existing), on=keys, how="left_semi")
-        counts = _merge(spark, path, F.broadcast(present), columns, key, inserts=False, bounds=bounds)
+    has_existing = bool(existing.limit(1).count())
     new_rows = source.where(F.col(KEEP)).join(F.broadcast(existing), on=keys, how="left_anti")
     new_rows = new_rows.select(*columns).localCheckpoint()
     inserted = new_rows.count()
+    present = source.join(F.broadcast(existing), on=keys, how="left_semi")
+    if commit is not None:
+        merged = F.broadcast(present) if has_existing else None
+        return _stamped_write(spark, path, merged, new_rows, columns, key, bounds, commit, inserted)
+    from lakejoin.sources import latest_version
+
+    counts = MergeCounts()
+    if has_existing:
+        counts = _merge(spark, path, F.broadcast(present), columns, key, inserts=False, bounds=bounds)
     if inserted:
         failpoint("between_update_and_insert")
         txn = current_txn(spark)
@@ -253,6 +318,39 @@ def _merge_then_append(
         deleted=counts.deleted,
         applied=counts.applied or inserted > 0,
     )
+
+
+def _stamped_write(
+    spark: SparkSession,
+    path: str,
+    present: DataFrame | None,
+    new_rows: DataFrame,
+    columns: Sequence[str],
+    key: Sequence[str],
+    bounds: KeyRange,
+    commit: OutputCommit,
+    inserted: int,
+) -> MergeCounts:
+    """The output write of a batch: the MERGE of the keys the output holds (`present`, None when
+    it holds none) and the append of new rows, the last of them stamped as the batch commit."""
+    counts = MergeCounts()
+    if present is not None:
+        marker = commit.pre if inserted else commit.final
+        with stamped(spark, commit.app, marker):
+            counts = _merge(spark, path, present, columns, key, inserts=False, bounds=bounds)
+        if marker is commit.pre and not counts.applied and not commit.finishing:
+            raise ConcurrentBatchError(
+                f"another run is writing batch {marker.batch_id} of this view; this run stopped "
+                "before its output commit",
+                where=f"output {path}",
+                fix="nothing to do: that run commits the batch once; run again for newer changes",
+            )
+        if inserted:
+            failpoint("between_update_and_insert")
+    if inserted or present is None:
+        with stamped(spark, commit.app, commit.final):
+            new_rows.write.format("delta").mode("append").save(path)
+    return _final_counts(path, commit, counts)
 
 
 def _merge(

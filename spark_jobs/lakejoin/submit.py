@@ -50,7 +50,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def batch_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The keywords of `lakejoin.runner.run_view` the arguments ask for."""
+    """The keywords of `lakejoin.engine.batch.run_view` the arguments ask for."""
     from lakejoin.repair import RepairRange
 
     repair = None
@@ -90,7 +90,7 @@ def _run(spark: SparkSession, spec: PipelineSpec, view: str, options: dict[str, 
 
     import lakejoin
     from lakejoin.cli import summary_table
-    from lakejoin.runner import run_view
+    from lakejoin.engine.batch import run_view
 
     context = spark.sparkContext
     print(

@@ -1,4 +1,4 @@
-"""What every view kind gives the batch engine (runner.py), and what the engine gives it.
+"""What every view kind gives the batch engine (engine/batch.py), and what the engine gives it.
 
 The engine owns the protocol: plan, changes, write, check, commit, idempotency. A view kind
 owns its semantics: which output keys a batch's changes can affect, how to recompute them, and
@@ -19,7 +19,7 @@ from lakejoin.spec import PipelineSpec, Source, View
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from lakejoin.batches import BatchRecord
+    from lakejoin.engine.plan import BatchPlan
 
 STATE = "_routing"  # the name under which a plan pins the version of the view's state table
 
@@ -86,7 +86,7 @@ class BatchContext:
     spark: SparkSession
     spec: PipelineSpec
     view: View
-    plan: BatchRecord
+    plan: BatchPlan
     state_path: str
     metrics: dict[str, int] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
@@ -94,19 +94,21 @@ class BatchContext:
 
     @property
     def full(self) -> bool:
-        from lakejoin.batches import BatchMode
+        from lakejoin.engine.records import BatchMode
 
         return self.plan.mode is BatchMode.FULL_REFRESH
 
     @property
     def repairing(self) -> bool:
         """A repair re-derives rows to mend the output, so it must not reuse the output's rows."""
-        from lakejoin.batches import BatchMode
+        from lakejoin.engine.records import BatchMode
 
         return self.plan.mode is BatchMode.REPAIR
 
     def read_state(self, pin: str = STATE, path: str | None = None) -> DataFrame:
-        """A state table (the default one unless named) at the version the plan pinned."""
+        """A state table (the default one unless named) as the last committed batch left it
+        (the plan pins that version: a run that died after its state write, before its output
+        commit, may have written the table further)."""
         version = self.plan.pinned_versions.get(pin, -1)
         return self.spark.read.format("delta").option("versionAsOf", version).load(path or self.state_path)
 
@@ -244,8 +246,11 @@ class ViewKindLogic(ABC):
 
     @abstractmethod
     def write_state(self, ctx: BatchContext) -> None:
-        """Bring the view's state table up to the pinned versions (called inside `idempotent`)."""
+        """Bring the view's state table up to the pinned versions, before the output commit
+        (called inside `idempotent`). It must end exact whatever an earlier attempt at older
+        pins wrote: state is a function of the pinned inputs, rewritten key by key."""
 
     @abstractmethod
-    def validations(self, ctx: BatchContext, written: DataFrame, output: DataFrame) -> list[Validation]:
-        """Great Expectations checks of the rows the batch wrote and of the whole output."""
+    def validations(self, ctx: BatchContext, written: DataFrame) -> list[Validation]:
+        """Great Expectations checks of the rows the batch is about to write (run before its
+        output commit: a failing blocking check leaves nothing committed)."""

@@ -255,14 +255,19 @@ class ListJoinView(ViewKindLogic):
             source = self._composite.select(LEFT_KEY, POS, ELEMENT, present)
             merge_composite(ctx.spark, ctx.state_path, source, full=True)
             return
-        replaced, new, old = self._state_change
+        replaced, new, _ = self._state_change
         if replaced.isEmpty():  # only right rows changed: every list holds what it held
             return
         new_rows = new.select(LEFT_KEY, POS, ELEMENT, present)
+        # The positions to delete come from the table as it is now, not as the last batch left
+        # it: a run that died after its state write and before its output commit may have
+        # written longer lists than the ones this batch replaces.
+        current = ctx.spark.read.format("delta").load(ctx.state_path)
+        old = current.join(F.broadcast(replaced), on=LEFT_KEY, how="left_semi")
         source = old.select(LEFT_KEY, POS).join(new_rows, on=[LEFT_KEY, POS], how="full_outer")
         merge_composite(ctx.spark, ctx.state_path, source, full=False)
 
-    def validations(self, ctx: BatchContext, written: DataFrame, output: DataFrame) -> list[Validation]:
+    def validations(self, ctx: BatchContext, written: DataFrame) -> list[Validation]:
         import great_expectations as gx
         from pyspark.sql import functions as F
 
@@ -285,7 +290,6 @@ class ListJoinView(ViewKindLogic):
             on="_lj_left_key",
             how="inner",
         )
-        left_rows = ctx.snapshot(self.left).count()
         return [
             Validation(
                 "changed_rows",
@@ -305,7 +309,6 @@ class ListJoinView(ViewKindLogic):
                     )
                 ],
             ),
-            Validation("output", output, [gx.expectations.ExpectTableRowCountToEqual(value=left_rows)]),
         ]
 
 

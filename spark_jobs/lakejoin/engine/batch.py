@@ -1,0 +1,302 @@
+"""One batch of one view (DESIGN §2, version 2), top to bottom: plan, changes, affected keys and
+recompute, check, write, log. The batch is its output's commit: before it, nothing of the
+batch is visible; after it, the batch happened, and the log row that follows is an index.
+
+>>> summary = run_view(spark, spec, "display_products")     # doctest: +SKIP
+>>> summary.outcome, summary.affected_keys                   # doctest: +SKIP
+(<BatchOutcome.COMMITTED: 'committed'>, 3)
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from lakejoin import quality
+from lakejoin.engine.changes import source_changes
+from lakejoin.engine.log import BatchLog
+from lakejoin.engine.markers import failpoint
+from lakejoin.engine.plan import BatchPlan, Skip, input_columns, latest_pin, plan_batch, plan_repair
+from lakejoin.engine.records import BatchMode, BatchRecord, BatchStatus
+from lakejoin.engine.write import state_path, write_output, write_state
+from lakejoin.errors import KeyConflictError, QualityCheckError, RepairError
+from lakejoin.spec import PipelineSpec, View, ViewKind
+from lakejoin.views.base import BatchContext, ViewKindLogic
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from lakejoin.repair import RepairRange
+
+
+class Phase(enum.Enum):
+    PLAN = "plan"
+    CHANGES = "changes"
+    AFFECTED = "affected keys"
+    RECOMPUTE = "recompute"
+    CHECK = "check"
+    WRITE = "write"
+    COMMIT = "commit"
+
+
+class BatchOutcome(enum.Enum):
+    COMMITTED = "committed"
+    SKIPPED = "skipped"
+
+
+@dataclass
+class BatchSummary:
+    view: str
+    outcome: BatchOutcome
+    batch_id: int | None = None
+    mode: BatchMode | None = None
+    retried: bool = False  # it finished a batch whose first output commit an earlier run made
+    start_versions: dict[str, int] = field(default_factory=dict)
+    pinned_versions: dict[str, int] = field(default_factory=dict)
+    changed_keys: dict[str, int] = field(default_factory=dict)
+    affected_keys: int = 0
+    recomputed_rows: int = 0
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    unchanged_skipped: int = 0
+    output_applied: bool = True
+    output_version: int | None = None
+    report: str | None = None
+    reason: str | None = None  # why a skipped batch had nothing to do
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+    kind_metrics: dict[str, int] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
+
+    def metrics(self) -> dict[str, int]:
+        counts = {f"changed_keys.{name}": n for name, n in self.changed_keys.items()}
+        counts.update(
+            affected_keys=self.affected_keys,
+            recomputed_rows=self.recomputed_rows,
+            inserted=self.inserted,
+            updated=self.updated,
+            deleted=self.deleted,
+            unchanged_skipped=self.unchanged_skipped,
+            output_version=self.output_version if self.output_version is not None else -1,
+        )
+        counts.update(self.kind_metrics)
+        counts.update({f"ms.{p}": int(s * 1000) for p, s in self.phase_seconds.items()})
+        return counts
+
+
+StepCallback = Callable[[Phase], None]
+
+
+def view_logic(spec: PipelineSpec, view: View) -> ViewKindLogic:
+    """The logic of the view's kind."""
+    from lakejoin.views.enrich import EnrichView
+    from lakejoin.views.fk_join import FkJoinView
+    from lakejoin.views.list_join import ListJoinView
+    from lakejoin.views.rekey import RekeyView
+
+    kinds: dict[ViewKind, type[ViewKindLogic]] = {
+        ViewKind.FK_JOIN: FkJoinView,
+        ViewKind.LIST_JOIN: ListJoinView,
+        ViewKind.REKEY: RekeyView,
+        ViewKind.ENRICH: EnrichView,
+    }
+    return kinds[view.kind](spec, view)
+
+
+def batch_log(spec: PipelineSpec) -> BatchLog:
+    return BatchLog.of(spec)
+
+
+class _Clock:
+    """Seconds per phase, and the caller's progress callback."""
+
+    def __init__(self, summary: BatchSummary, on_step: StepCallback | None) -> None:
+        self.summary, self.on_step = summary, on_step or (lambda phase: None)
+        self.phase: Phase | None = None
+        self.since = time.monotonic()
+
+    def enter(self, phase: Phase | None) -> None:
+        now = time.monotonic()
+        if self.phase is not None:
+            self.summary.phase_seconds[self.phase.value] = now - self.since
+        self.phase, self.since = phase, now
+        if phase is not None:
+            self.on_step(phase)
+
+
+def run_view(
+    spark: SparkSession,
+    spec: PipelineSpec,
+    view_name: str,
+    *,
+    full_refresh: bool = False,
+    repair: RepairRange | None = None,
+    checks: bool = True,
+    on_step: StepCallback | None = None,
+) -> BatchSummary:
+    """Run one batch of a view: the changes since its last committed batch, all keys
+    (`full_refresh`), or the keys a past range of changes touched (`repair`, see repair.py)."""
+    view = spec.views[view_name]
+    kind, log = view_logic(spec, view), batch_log(spec)
+    summary = BatchSummary(view=view.name, outcome=BatchOutcome.SKIPPED)
+    clock = _Clock(summary, on_step)
+    if repair is not None and full_refresh:
+        raise RepairError(
+            "a repair and a full refresh were both asked for",
+            where=f"view '{view_name}'",
+            fix="a full refresh already re-derives every key: ask for one or the other",
+        )
+
+    # 1. plan (delta-rs: a view with nothing new ends here, without a Spark job)
+    clock.enter(Phase.PLAN)
+    planned = (
+        plan_batch(spec, view, kind, log, full_refresh=full_refresh)
+        if repair is None
+        else plan_repair(spark, spec, view, kind, log, repair)
+    )
+    if isinstance(planned, Skip):
+        summary.start_versions, summary.pinned_versions = planned.start_versions, planned.pinned_versions
+        summary.reason = planned.reason
+        clock.enter(None)
+        return summary
+    plan = planned
+    summary.batch_id, summary.mode, summary.retried = plan.batch_id, plan.mode, plan.finishing
+    summary.start_versions, summary.pinned_versions = dict(plan.start_versions), dict(plan.pinned_versions)
+    summary.notes.update(plan.notes)
+    input_columns(spec, view, kind, plan.pinned_versions)
+    ctx = BatchContext(spark, spec, view, plan, state_path(spec, view))
+
+    # 2. changes
+    changes: dict[str, DataFrame] | None = None
+    if plan.mode is not BatchMode.FULL_REFRESH:
+        clock.enter(Phase.CHANGES)
+        _require_state(ctx, kind)
+        changes = {
+            s.name: source_changes(spark, s, plan, where=ctx.where(s, plan.pinned_versions[s.name]))
+            for s in kind.change_sources
+        }
+        summary.changed_keys = {name: rows.count() for name, rows in changes.items()}
+
+    # 3-4. affected keys and recompute (the view kind's own rule)
+    clock.enter(Phase.AFFECTED)
+    try:
+        rebuilt = kind.rebuild(ctx, changes)
+        clock.enter(Phase.RECOMPUTE)
+        recomputed = rebuilt.rows.localCheckpoint()
+    except KeyConflictError as exc:
+        _abandon(log, plan, summary, f"key conflict: {exc.what}")
+        raise
+    summary.recomputed_rows = recomputed.count()
+    summary.affected_keys = (
+        rebuilt.affected.count() if rebuilt.affected is not None else summary.recomputed_rows
+    )
+    summary.kind_metrics.update(kind.metrics())
+    summary.notes.update(ctx.notes)
+
+    # 5. check: a failing blocking check stops the batch before anything is written
+    clock.enter(Phase.CHECK)
+    if checks:
+        try:
+            summary.report = quality.check_batch(
+                spec,
+                view,
+                plan,
+                kind.validations(ctx, recomputed),
+                rows=recomputed,
+                metrics=summary.metrics(),
+            ).report_path
+        except QualityCheckError as exc:
+            _abandon(log, plan, summary, f"checks failed: {exc.what}")
+            raise
+
+    # 6. write: the state tables, then the output, whose last commit is the batch commit
+    clock.enter(Phase.WRITE)
+    pins = dict(plan.pinned_versions)
+    if plan.mode is not BatchMode.REPAIR:  # a repair re-derives rows at the state's own pins
+        pins.update(write_state(ctx, kind))
+        failpoint("after_state_write")
+    written = write_output(spark, spec, view, kind, plan, pins, recomputed, rebuilt.affected)
+    failpoint("after_output_commit")
+    counts = written.counts
+    summary.pinned_versions = pins
+    summary.output_version = written.version
+    summary.inserted, summary.updated, summary.deleted = counts.inserted, counts.updated, counts.deleted
+    summary.unchanged_skipped = max(summary.recomputed_rows - counts.inserted - counts.updated, 0)
+    if written.note:
+        summary.notes["output"] = written.note
+    if plan.finishing:
+        summary.notes["output"] = "its first output commit was made by an earlier run; this run finished it"
+
+    # 7. log: an index of the committed batch, for people and the Airflow skip check
+    clock.enter(Phase.COMMIT)
+    summary.outcome = BatchOutcome.COMMITTED
+    clock.enter(None)
+    log.append(_record(plan, summary, BatchStatus.COMMITTED))
+    return summary
+
+
+def _record(plan: BatchPlan, summary: BatchSummary, status: BatchStatus) -> BatchRecord:
+    return BatchRecord(
+        view=plan.view,
+        batch_id=plan.batch_id,
+        status=status,
+        mode=plan.mode,
+        start_versions=dict(plan.start_versions),
+        pinned_versions=dict(summary.pinned_versions),
+        metrics=summary.metrics(),
+        notes=dict(summary.notes),
+        output_version=summary.output_version if summary.output_version is not None else -1,
+    )
+
+
+def _abandon(log: BatchLog, plan: BatchPlan, summary: BatchSummary, why: str) -> None:
+    """Log a batch that stopped before its output commit: nothing of it was written, and the next
+    run plans afresh under a new batch id (its report stays under this one)."""
+    summary.notes["abandoned"] = why
+    log.append(_record(plan, summary, BatchStatus.ABANDONED))
+
+
+def _require_state(ctx: BatchContext, kind: ViewKindLogic) -> None:
+    from deltalake import DeltaTable
+
+    from lakejoin.errors import BatchStateError
+
+    for pin, path in kind.state_tables(ctx.state_path).items():
+        if ctx.plan.pinned_versions.get(pin, -1) < 0 or not DeltaTable.is_deltatable(path):
+            raise BatchStateError(
+                f"the {kind.state_name} of view '{ctx.view.name}' is missing at {path}",
+                where=f"view '{ctx.view.name}'",
+                fix="rebuild the view and its state with --full-refresh",
+            )
+
+
+def recompute_view(spark: SparkSession, spec: PipelineSpec, view_name: str) -> DataFrame:
+    """The whole view recomputed from its inputs' current versions, as a lazy DataFrame.
+
+    Nothing is written and no batch is logged: use it to inspect the Spark plan of a full
+    recompute (`.explain()`), or to compare the output with a from-scratch result.
+
+    >>> recompute_view(spark, spec, "enriched_purchases").explain()   # doctest: +SKIP
+    """
+    view = spec.views[view_name]
+    kind, log = view_logic(spec, view), batch_log(spec)
+    pinned = {s.name: _newest(spec, view, s, log) for s in kind.sources}
+    input_columns(spec, view, kind, pinned)
+    plan = BatchPlan(view_name, 0, BatchMode.FULL_REFRESH, {}, pinned)
+    return kind.rebuild(BatchContext(spark, spec, view, plan, state_path(spec, view)), None).rows
+
+
+def _newest(spec: PipelineSpec, view: View, source, log: BatchLog) -> int:  # noqa: ANN001 - Source
+    """Every input at its newest version, an upstream view's output included: a recompute reads
+    what the tables hold, committed batch or not."""
+    from deltalake import DeltaTable
+
+    if source.upstream is None:
+        return latest_pin(spec, view, source, log)
+    return int(DeltaTable(source.path).version())
+
+
+__all__ = ["BatchOutcome", "BatchSummary", "Phase", "batch_log", "recompute_view", "run_view", "view_logic"]

@@ -1,0 +1,45 @@
+"""Step 2 of a batch: each change source's Change Data Feed over (start, pinned], collapsed to
+the net change per key. A null key fails inside the same Spark job that materialises the
+changes (`raise_error`), not in a scan of its own."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lakejoin.changes import net_changes, no_changes, read_change_feed, translate_read_error
+from lakejoin.errors import NullKeyError
+from lakejoin.repair import repair_changes
+from lakejoin.sources import snapshot
+from lakejoin.spec import Source
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from lakejoin.engine.plan import BatchPlan
+
+NULL_KEY = "lakejoin: a change row has a null key"
+
+
+def source_changes(spark: SparkSession, source: Source, plan: BatchPlan, *, where: str) -> DataFrame:
+    """The net change of every key of `source` in the plan's range, materialised once."""
+    from pyspark.sql import functions as F
+
+    first = plan.start_versions.get(source.name, -1) + 1
+    last = plan.pinned_versions[source.name]
+    if first > last:
+        return no_changes(snapshot(spark, source.path, last))
+    try:
+        if plan.repair_ends:
+            rows = repair_changes(spark, source, first, plan.repair_ends[source.name], last)
+        else:
+            rows = net_changes(read_change_feed(spark, source.path, first, last), source.key)
+        keyed = F.when(F.col(source.key).isNull(), F.raise_error(F.lit(NULL_KEY))).otherwise(F.lit(True))
+        return rows.where(keyed).localCheckpoint()
+    except Exception as exc:  # Delta raises JVM errors; keep only the ones we can explain
+        if NULL_KEY in str(exc):
+            raise NullKeyError(
+                f"changes between versions {first} and {last} hold a row whose key '{source.key}' is null",
+                where=where,
+                fix=f"give every row a '{source.key}' in the source, or filter null keys out upstream",
+            ) from None
+        raise translate_read_error(exc, role=where, path=source.path, first=first, last=last) from exc

@@ -1,0 +1,165 @@
+"""The batch log: one row per batch of every view of a pipeline, for people (status, reports,
+repair history) and for the Airflow skip check. Written and read with delta-rs, no JVM.
+
+The log is an index, not the truth: a batch is its output's commit (engine/markers.py). The
+engine appends a batch's row after that commit; if the row is missing (a crash in between, a
+deleted log), the next plan rebuilds it from the output's own log (`catch_up`).
+
+>>> BatchLog.of(spec).last_committed("display_products").pinned_versions  # doctest: +SKIP
+{'merchants': 4, 'products': 9}
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Collection
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lakejoin.engine.records import BatchMode, BatchRecord, BatchStatus, last_of
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from lakejoin.spec import PipelineSpec
+
+log = logging.getLogger(__name__)
+
+COMPACT_EVERY = 50  # appends (one small file each) between compactions of the log
+_MAP = ("start_versions", "pinned_versions", "metrics")
+
+
+def _schema() -> pa.Schema:
+    import pyarrow as pa
+
+    versions = pa.map_(pa.string(), pa.int64())
+    return pa.schema(
+        [
+            ("pipeline", pa.string()),
+            ("view", pa.string()),
+            ("batch_id", pa.int64()),
+            ("status", pa.string()),
+            ("mode", pa.string()),
+            ("start_versions", versions),
+            ("pinned_versions", versions),
+            ("output_version", pa.int64()),
+            ("recorded_at", pa.timestamp("us", tz="UTC")),
+            ("metrics", versions),
+            ("notes", pa.string()),
+        ]
+    )
+
+
+class BatchLog:
+    """The batch log of one pipeline, a Delta table at `path` written by delta-rs."""
+
+    def __init__(self, pipeline: str, path: str) -> None:
+        self.pipeline = pipeline
+        self.path = path
+
+    @classmethod
+    def of(cls, spec: PipelineSpec) -> BatchLog:
+        return cls(spec.name, str(Path(spec.state_path) / "batch_log"))
+
+    def exists(self) -> bool:
+        return (Path(self.path) / "_delta_log").is_dir()
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def histories(self, views: Collection[str] | None = None) -> dict[str, list[BatchRecord]]:
+        """Every view's records (those of `views`, when given), oldest first, one per batch: a
+        committed row wins over an abandoned one of the same batch."""
+        from deltalake import DeltaTable
+
+        found: dict[str, list[BatchRecord]] = {view: [] for view in views or ()}
+        if not self.exists():
+            return found
+        filters: list[Any] = [("pipeline", "=", self.pipeline)]
+        if views is not None:
+            filters.append(("view", "in", list(views)))
+        rows = DeltaTable(self.path).to_pyarrow_table(filters=filters).to_pylist()
+        by_view: dict[str, dict[int, BatchRecord]] = {}
+        for row in sorted(rows, key=lambda r: (r["batch_id"], r["recorded_at"])):
+            record = _record(row)
+            batches = by_view.setdefault(record.view, {})
+            if record.batch_id not in batches or record.status is BatchStatus.COMMITTED:
+                batches[record.batch_id] = record
+        found.update({view: [b[i] for i in sorted(b)] for view, b in by_view.items()})
+        return found
+
+    def history(self, view: str) -> list[BatchRecord]:
+        return self.histories([view])[view]
+
+    def last(self, view: str) -> BatchRecord | None:
+        return last_of(self.history(view))
+
+    def last_committed(self, view: str) -> BatchRecord | None:
+        return last_of(self.history(view), BatchStatus.COMMITTED)
+
+    # --- writing ------------------------------------------------------------------------------
+
+    def append(self, *records: BatchRecord) -> None:
+        """Append records in one delta-rs commit (a blind append: views running in parallel do
+        not conflict, and delta-rs retries the commit when another landed first)."""
+        import pyarrow as pa
+        from deltalake import write_deltalake
+
+        if not records:
+            return
+        now = datetime.now(UTC)
+        rows = [
+            {
+                "pipeline": self.pipeline,
+                "view": r.view,
+                "batch_id": r.batch_id,
+                "status": r.status.value,
+                "mode": r.mode.value,
+                "start_versions": list(r.start_versions.items()),
+                "pinned_versions": list(r.pinned_versions.items()),
+                "output_version": r.output_version,
+                "recorded_at": r.recorded_at or now,
+                "metrics": list(r.metrics.items()),
+                "notes": json.dumps(r.notes, sort_keys=True),
+            }
+            for r in records
+        ]
+        table = pa.Table.from_pylist(rows, schema=_schema())
+        for attempt in range(3):
+            try:
+                write_deltalake(self.path, table, mode="append")
+                break
+            except Exception:
+                # Only the very first appends of parallel views race to create the table.
+                if attempt == 2 or not self.exists():
+                    raise
+        if any(r.batch_id % COMPACT_EVERY == 0 for r in records):
+            self.compact()
+
+    def compact(self) -> None:
+        """Merge the log's small files (housekeeping: a failure is logged, the next one retries)."""
+        from deltalake import DeltaTable
+
+        try:
+            DeltaTable(self.path).optimize.compact()
+        except Exception:
+            log.warning("lakejoin: could not compact the batch log at %s", self.path, exc_info=True)
+
+
+def _record(row: dict[str, Any]) -> BatchRecord:
+    # Arrow gives a MAP column as a list of (key, value) pairs.
+    maps = {c: {k: int(v) for k, v in (row[c] or [])} for c in _MAP}
+    recorded = row["recorded_at"]
+    return BatchRecord(
+        view=row["view"],
+        batch_id=int(row["batch_id"]),
+        status=BatchStatus(row["status"]),
+        mode=BatchMode(row["mode"]),
+        start_versions=maps["start_versions"],
+        pinned_versions=maps["pinned_versions"],
+        recorded_at=recorded.replace(tzinfo=None) if recorded is not None else None,
+        metrics=maps["metrics"],
+        notes=json.loads(row["notes"] or "{}"),
+        output_version=int(row["output_version"]),
+    )

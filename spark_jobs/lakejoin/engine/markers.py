@@ -1,0 +1,205 @@
+"""The batch commit (DESIGN §2, version 2): a batch is its output table's own Delta commit.
+
+That commit carries the batch in two places of Delta's log:
+- a `txn` action (`txnAppId` = `lakejoin.<pipeline>.<view>`, `txnVersion`), which Delta keeps
+  through checkpoints and log cleanup, and which makes the commit apply at most once;
+- commitInfo's `userMetadata`: the batch id, its mode and the versions of its inputs.
+
+A batch whose output write takes two commits (a MERGE of the keys the output holds, then an
+append of new keys) stamps the first `2 * batch` and the last, the batch commit, `2 * batch + 1`.
+A crash between them leaves `2 * batch`: the next run finishes that batch on the versions the
+first commit recorded, and Delta skips the first commit when the retry repeats it.
+
+Everything here reads Delta's log with delta-rs: no JVM.
+
+>>> output_batches("lakehouse/views/display_products", "lakejoin.shop.display_products")  # doctest: +SKIP
+OutputBatches(txn_version=7, version=12)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lakejoin.engine.records import BatchMode
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+FORMAT = 2  # the protocol version a batch commit's metadata declares
+PRE, FINAL = "pre", "batch"  # the first of two output commits, and the batch commit
+TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+FAILPOINT = "LAKEJOIN_FAILPOINT"
+HISTORY_PAGE = 32  # commits read per page of an output's history, newest first
+
+
+def app_id(pipeline: str, view: str) -> str:
+    """The `txnAppId` of a view's batch commits."""
+    return f"lakejoin.{pipeline}.{view}"
+
+
+@dataclass(frozen=True)
+class BatchMarker:
+    """What an output commit says of its batch (its `userMetadata`)."""
+
+    batch_id: int
+    part: str  # PRE or FINAL
+    mode: BatchMode
+    start_versions: dict[str, int]
+    pinned_versions: dict[str, int]
+    run: str = field(default_factory=lambda: uuid.uuid4().hex)  # tells this run's commits apart
+
+    @property
+    def txn_version(self) -> int:
+        return 2 * self.batch_id + (1 if self.part == FINAL else 0)
+
+    def as_json(self) -> str:
+        return json.dumps(
+            {
+                "lakejoin": FORMAT,
+                "batch": self.batch_id,
+                "part": self.part,
+                "mode": self.mode.value,
+                "start": self.start_versions,
+                "pins": self.pinned_versions,
+                "run": self.run,
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_commit(cls, commit: dict[str, Any]) -> BatchMarker | None:
+        """The marker of one commit of delta-rs's `history()` (None: not a batch commit)."""
+        try:
+            meta = json.loads(commit.get("userMetadata") or "null")
+        except ValueError:
+            return None
+        if not isinstance(meta, dict) or meta.get("lakejoin") != FORMAT:
+            return None
+        return cls(
+            batch_id=int(meta["batch"]),
+            part=str(meta["part"]),
+            mode=BatchMode(meta["mode"]),
+            start_versions={k: int(v) for k, v in meta["start"].items()},
+            pinned_versions={k: int(v) for k, v in meta["pins"].items()},
+            run=str(meta.get("run", "")),
+        )
+
+
+@dataclass(frozen=True)
+class OutputBatches:
+    """Where a view's output stands: the `txnVersion` of its newest batch commit (None: no batch
+    has committed into it) and its newest table version (-1: no table)."""
+
+    txn_version: int | None
+    version: int
+
+    @property
+    def half_written(self) -> int | None:
+        """The batch whose first of two commits landed and whose batch commit did not."""
+        if self.txn_version is None or self.txn_version % 2:
+            return None
+        return self.txn_version // 2
+
+    @property
+    def last_committed(self) -> int | None:
+        """The newest committed batch when the txn says it exactly (else see `find_commit`)."""
+        if self.txn_version is None or not self.txn_version % 2:
+            return None
+        return self.txn_version // 2
+
+
+def output_batches(path: str, app: str) -> OutputBatches:
+    from deltalake import DeltaTable
+
+    if not DeltaTable.is_deltatable(path):
+        return OutputBatches(None, -1)
+    table = DeltaTable(path)
+    return OutputBatches(table.transaction_version(app), int(table.version()))
+
+
+def find_commit(path: str, wanted: Any) -> tuple[int, BatchMarker, dict[str, Any]] | None:
+    """The newest commit of the output at `path` whose marker satisfies `wanted(marker)`, as
+    (version, marker, commitInfo), read newest first a page at a time; None when the history
+    (what log cleanup left of it) holds none."""
+    from deltalake import DeltaTable
+
+    table = DeltaTable(path)
+    limit = HISTORY_PAGE
+    while True:
+        commits = table.history(limit)
+        for commit in commits:
+            marker = BatchMarker.from_commit(commit)
+            if marker is not None and wanted(marker):
+                return int(commit["version"]), marker, commit
+        if len(commits) < limit:
+            return None
+        limit *= 4
+
+
+@contextmanager
+def stamped(spark: SparkSession, app: str, marker: BatchMarker) -> Iterator[None]:
+    """Every Delta write inside this block carries `marker`: it applies at most once per
+    (`app`, its txn version) and table, and its commitInfo holds the batch."""
+    with idempotent(spark, app, marker.txn_version):
+        spark.conf.set(USER_METADATA, marker.as_json())
+        try:
+            yield
+        finally:
+            spark.conf.unset(USER_METADATA)
+
+
+@contextmanager
+def idempotent(spark: SparkSession, app: str, txn_version: int) -> Iterator[None]:
+    """Make each Delta write inside this block apply at most once per (app, version) and table;
+    a block inside another restores the outer one's pair when it ends."""
+    outer = current_txn(spark)
+    spark.conf.set(TXN_APP_ID, app)
+    spark.conf.set(TXN_VERSION, str(txn_version))
+    try:
+        yield
+    finally:
+        if outer is None:
+            spark.conf.unset(TXN_APP_ID)
+            spark.conf.unset(TXN_VERSION)
+        else:
+            spark.conf.set(TXN_APP_ID, outer[0])
+            spark.conf.set(TXN_VERSION, str(outer[1]))
+
+
+def current_txn(spark: SparkSession) -> tuple[str, int] | None:
+    """The (app_id, version) of the `idempotent` block the session is in, if any."""
+    app, version = spark.conf.get(TXN_APP_ID, None), spark.conf.get(TXN_VERSION, None)
+    return (app, int(version)) if app and version else None
+
+
+def failpoint(name: str) -> None:
+    """Test hook: `LAKEJOIN_FAILPOINT=<name>` kills the process here, as a crash would."""
+    if os.environ.get(FAILPOINT) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+@dataclass(frozen=True)
+class OutputCommit:
+    """How a batch stamps its output write: `pre` on the first of two commits, `final` on the
+    batch commit. `finishing`: the first commit already landed in an earlier attempt, so Delta
+    is expected to skip it."""
+
+    app: str
+    pre: BatchMarker
+    final: BatchMarker
+    finishing: bool = False
+
+    def committed(self, path: str) -> tuple[int, dict[str, Any]] | None:
+        """The version and commitInfo of this run's batch commit (None: Delta skipped it, because
+        another run committed this batch first)."""
+        found = find_commit(path, lambda m: m.run == self.final.run and m.part == FINAL)
+        return (found[0], found[2]) if found else None

@@ -1,0 +1,280 @@
+"""Step 1 of a batch (DESIGN §2): plan it from the Delta logs alone, with delta-rs, no Spark.
+
+The plan reads the view's last batch from its output's own log, pins the current version of
+every input (an upstream view: the version its last batch committed), and decides whether
+there is anything to do. Nothing is written, but a batch log that is behind its outputs is
+caught up. A view with nothing new costs a few log reads and starts no Spark job.
+
+>>> plan_batch(spec, view, kind, log)                       # doctest: +SKIP
+Skip(reason='no new versions since batch 7: merchants@4, products@9', ...)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lakejoin.engine.log import BatchLog
+from lakejoin.engine.markers import FINAL, PRE, BatchMarker, app_id, find_commit, output_batches
+from lakejoin.engine.records import BatchMode, BatchRecord, BatchStatus, last_of
+from lakejoin.errors import BatchStateError, ChangeFeedMissingError, RepairError, SourceError
+from lakejoin.sources import history_may_hold_changes
+from lakejoin.spec import PipelineSpec, Source, View
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from lakejoin.repair import RepairRange
+    from lakejoin.views.base import ViewKindLogic
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """A batch to run: its id, mode, and the input versions (start, pinned] it reads.
+
+    `finishing`: the output already holds this batch's first commit, so the batch runs again on
+    exactly the versions that commit recorded. `repair_ends`: a repair's last version of each
+    change source.
+    """
+
+    view: str
+    batch_id: int
+    mode: BatchMode
+    start_versions: dict[str, int]
+    pinned_versions: dict[str, int]
+    finishing: bool = False
+    notes: dict[str, str] = field(default_factory=dict)
+    repair_ends: dict[str, int] = field(default_factory=dict)
+
+    def marker(self, part: str, pinned_versions: Mapping[str, int] | None = None) -> BatchMarker:
+        pins = dict(self.pinned_versions if pinned_versions is None else pinned_versions)
+        return BatchMarker(self.batch_id, part, self.mode, dict(self.start_versions), pins)
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Nothing new for the view since its last batch, and why."""
+
+    reason: str
+    start_versions: dict[str, int]
+    pinned_versions: dict[str, int]
+
+
+@dataclass(frozen=True)
+class ViewBatches:
+    """A view's batches as its output's log tells them: the last committed one, a batch whose
+    first of two output commits landed (`half_written`), and the id the next batch takes."""
+
+    committed: BatchRecord | None
+    half_written: BatchMarker | None
+    next_id: int
+
+
+def _where(view: View, source: Source) -> str:
+    return f"view '{view.name}', source '{source.name}' ({source.path})"
+
+
+def view_batches(spec: PipelineSpec, view: View, log: BatchLog) -> ViewBatches:
+    """Read where the view's batches stand, and catch the batch log up with its output."""
+    app = app_id(spec.name, view.name)
+    output = output_batches(view.path, app)
+    history = log.history(view.name)
+    logged = last_of(history, BatchStatus.COMMITTED)
+    ids = [r.batch_id for r in history]
+    committed: BatchRecord | None = None  # no batch ever committed into this output
+    newest = output.last_committed
+    if output.txn_version is not None:
+        ids.append(newest or 0)
+        if newest is None:  # half written: the batch before it committed, the log says which
+            committed = logged
+        elif logged is None or logged.batch_id < newest:
+            committed = _catch_up(spec, view, newest)
+            log.append(committed)
+        elif logged.batch_id > newest:
+            raise BatchStateError(
+                f"the batch log says batch {logged.batch_id} committed, the output's own log says "
+                f"batch {newest}: the output was restored or replaced behind lakejoin's back",
+                where=f"view '{view.name}' output ({view.path})",
+                fix="rebuild the view with --full-refresh",
+            )
+        else:
+            committed = logged
+    half: BatchMarker | None = None
+    if output.half_written is not None:
+        found = find_commit(view.path, lambda m: m.part == PRE and m.batch_id == output.half_written)
+        half = found[1] if found else None
+        ids.append(output.half_written)
+        if committed is None:
+            before = find_commit(view.path, lambda m: m.part == FINAL)
+            committed = _record(view.name, *before) if before else None
+    return ViewBatches(committed, half, max(ids, default=0) + 1)
+
+
+def _catch_up(spec: PipelineSpec, view: View, batch_id: int) -> BatchRecord:
+    found = find_commit(view.path, lambda m: m.part == FINAL and m.batch_id == batch_id)
+    if found is None:
+        raise BatchStateError(
+            f"batch {batch_id} committed into the output, but neither the batch log nor what "
+            "log cleanup left of the output's log records the versions it read",
+            where=f"view '{view.name}' output ({view.path})",
+            fix="rebuild the view with --full-refresh (it needs no earlier batch)",
+        )
+    return _record(view.name, *found)
+
+
+def _record(view: str, version: int, marker: BatchMarker, commit: dict[str, Any]) -> BatchRecord:
+    """A batch log row rebuilt from the output's batch commit."""
+    metrics = {k: int(v) for k, v in (commit.get("operationMetrics") or {}).items() if str(v).isdigit()}
+    return BatchRecord(
+        view=view,
+        batch_id=marker.batch_id,
+        status=BatchStatus.COMMITTED,
+        mode=marker.mode,
+        start_versions=marker.start_versions,
+        pinned_versions=marker.pinned_versions,
+        metrics={k: metrics[k] for k in ("numOutputRows", "numTargetRowsUpdated") if k in metrics},
+        notes={"log": "rebuilt from the output's commit"},
+        output_version=version,
+    )
+
+
+def committed_version(spec: PipelineSpec, upstream: str, log: BatchLog, *, reader: str) -> int:
+    """The output version of an upstream view's last committed batch: what a reader pins, so it
+    never reads a batch that is still writing or whose checks failed."""
+    batches = view_batches(spec, spec.views[upstream], log)
+    if batches.committed is None or batches.committed.output_version < 0:
+        raise SourceError(
+            f"it reads view '{upstream}', which has no committed batch yet",
+            where=f"view '{reader}'",
+            fix=f"run view '{upstream}' first (a run of the whole pipeline orders views "
+            "by dependency): lakejoin run SPEC",
+        )
+    return batches.committed.output_version
+
+
+def latest_pin(spec: PipelineSpec, view: View, source: Source, log: BatchLog) -> int:
+    """The version of `source` a batch of `view` pins now."""
+    from deltalake import DeltaTable
+
+    if source.upstream is not None:
+        return committed_version(spec, source.upstream, log, reader=view.name)
+    if not DeltaTable.is_deltatable(source.path):
+        raise SourceError(
+            f"no Delta table at {source.path}",
+            where=_where(view, source),
+            fix="check the path in the spec, or create the table with Delta before running",
+        )
+    return int(DeltaTable(source.path).version())
+
+
+def may_hold_changes(path: str, after: int, upto: int) -> bool:
+    """Can versions (after, upto] of the table hold change rows? (sources.history_may_hold_changes)"""
+    from deltalake import DeltaTable
+
+    if upto <= after:
+        return upto < after
+    table = DeltaTable(path)
+
+    def newest(limit: int) -> list[tuple[int, str]]:
+        return [(int(c["version"]), str(c["operation"])) for c in table.history(limit)]
+
+    return history_may_hold_changes(newest, after, upto)
+
+
+def plan_batch(
+    spec: PipelineSpec, view: View, kind: ViewKindLogic, log: BatchLog, *, full_refresh: bool = False
+) -> BatchPlan | Skip:
+    """The next batch of `view`, or why there is none."""
+    batches = view_batches(spec, view, log)
+    half = batches.half_written
+    if half is not None and (not full_refresh or half.mode is BatchMode.FULL_REFRESH):
+        # Its first output commit landed: finish it on exactly the versions it recorded.
+        return BatchPlan(
+            view.name, half.batch_id, half.mode, half.start_versions, half.pinned_versions, finishing=True
+        )
+    committed = batches.committed
+    pinned = {s.name: latest_pin(spec, view, s, log) for s in kind.sources}
+    start = dict(committed.pinned_versions) if committed else {}
+    if full_refresh or committed is None:
+        return BatchPlan(view.name, batches.next_id, BatchMode.FULL_REFRESH, start, pinned)
+    pinned.update({pin: start.get(pin, -1) for pin in kind.state_tables("")})
+    moved = [s for s in kind.change_sources if start.get(s.name, -1) != pinned[s.name]]
+    if not any(s.name not in start or may_hold_changes(s.path, start[s.name], pinned[s.name]) for s in moved):
+        read = ", ".join(f"{s.name}@{pinned[s.name]}" for s in kind.change_sources)
+        reason = f"no new versions since batch {committed.batch_id}: {read}"
+        if moved:
+            shown = ", ".join(f"{s.name} {start[s.name]}->{pinned[s.name]}" for s in moved)
+            reason = (
+                f"nothing new since batch {committed.batch_id}: only maintenance commits "
+                f"(VACUUM, OPTIMIZE) in {shown}"
+            )
+        return Skip(reason, start, pinned)
+    return BatchPlan(view.name, batches.next_id, BatchMode.INCREMENTAL, start, pinned)
+
+
+def plan_repair(
+    spark: SparkSession,
+    spec: PipelineSpec,
+    view: View,
+    kind: ViewKindLogic,
+    log: BatchLog,
+    repair: RepairRange,
+) -> BatchPlan:
+    """A repair batch: the last committed batch's pins, and each change source's range."""
+    batches = view_batches(spec, view, log)
+    where = f"view '{view.name}'"
+    if batches.half_written is not None:
+        raise RepairError(
+            f"batch {batches.half_written.batch_id} is half written into the output",
+            where=where,
+            fix="run the view once (it finishes that batch), then repair",
+        )
+    committed = batches.committed
+    if committed is None:
+        raise RepairError(
+            "the view has no committed batch, so there is no checkpoint to repair at",
+            where=where,
+            fix="run the view first; its first batch derives every key",
+        )
+    pinned = dict(committed.pinned_versions)
+    ranges = {s.name: repair.versions(spark, s, pinned[s.name]) for s in kind.change_sources}
+    shown = ", ".join(f"{name} {a}..{b}" if a <= b else f"{name} none" for name, (a, b) in ranges.items())
+    note = f"{repair.describe()}: versions {shown}, re-derived at batch {committed.batch_id}'s pins"
+    return BatchPlan(
+        view.name,
+        batches.next_id,
+        BatchMode.REPAIR,
+        {name: a - 1 for name, (a, _) in ranges.items()},
+        pinned,
+        notes={"repair": note},
+        repair_ends={name: b for name, (_, b) in ranges.items()},
+    )
+
+
+def input_columns(spec: PipelineSpec, view: View, kind: ViewKindLogic, pinned: Mapping[str, int]) -> None:
+    """Check every input at its pinned version against the view (Change Data Feed on, the
+    spec's columns and types), from the Delta logs; hand the columns to the view kind."""
+    from deltalake import DeltaTable
+    from pyspark.sql.types import StructType
+
+    from lakejoin.schema_checks import check_view_schemas
+
+    schemas: dict[str, dict[str, str]] = {}
+    for source in kind.sources:
+        table = DeltaTable(source.path, version=pinned[source.name])
+        configuration = table.metadata().configuration
+        if str(configuration.get("delta.enableChangeDataFeed", "false")).lower() != "true":
+            raise ChangeFeedMissingError(
+                f"table {source.path} has no Change Data Feed, so its changes cannot be read incrementally",
+                where=_where(view, source),
+                fix=(
+                    f"ALTER TABLE delta.`{source.path}` SET TBLPROPERTIES "
+                    "(delta.enableChangeDataFeed = true), then run this view with --full-refresh once"
+                ),
+            )
+        struct = StructType.fromJson(json.loads(table.schema().to_json()))
+        schemas[source.name] = {f.name: f.dataType.simpleString() for f in struct.fields}
+    check_view_schemas(spec, view, schemas)
+    kind.prepare(schemas)

@@ -1,0 +1,115 @@
+"""Step 6 of a batch: the state tables a view keeps, then the output MERGE whose last commit is
+the batch commit (engine/markers.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lakejoin.engine.markers import FINAL, PRE, OutputCommit, app_id, idempotent
+from lakejoin.errors import ConcurrentBatchError
+from lakejoin.sink import (
+    MergeCounts,
+    drift_error,
+    ensure_output,
+    merge_affected,
+    merge_full,
+    replace_output,
+    schema_drift,
+)
+from lakejoin.spec import PipelineSpec, View
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from lakejoin.engine.plan import BatchPlan
+    from lakejoin.views.base import BatchContext, ViewKindLogic
+
+
+def state_path(spec: PipelineSpec, view: View) -> str:
+    """Where a view keeps its state (routing index, composite rows, re-keyed index)."""
+    return str(Path(spec.state_path) / "routing" / view.name)
+
+
+def write_state(ctx: BatchContext, kind: ViewKindLogic) -> dict[str, int]:
+    """Bring the view's state tables to the batch's pins; return the version each now has (what
+    the next batch reads). Each write is stamped with the table's next txn version, so of two
+    runs writing at once one applies, and a retry after a crash always applies again."""
+    from deltalake import DeltaTable
+
+    tables = kind.state_tables(ctx.state_path)
+    app = f"{app_id(ctx.spec.name, ctx.view.name)}.state"
+    written = [
+        DeltaTable(p).transaction_version(app) or 0 for p in tables.values() if DeltaTable.is_deltatable(p)
+    ]
+    try:
+        with idempotent(ctx.spark, app, max(written, default=0) + 1):
+            kind.write_state(ctx)
+    except Exception as exc:
+        concurrent = _concurrent(exc, ctx.plan.batch_id, where=f"view '{ctx.view.name}' state")
+        if concurrent is None:
+            raise
+        raise concurrent from exc
+    return {pin: int(DeltaTable(p).version()) for pin, p in tables.items() if DeltaTable.is_deltatable(p)}
+
+
+@dataclass(frozen=True)
+class OutputWrite:
+    counts: MergeCounts
+    version: int
+    note: str | None = None
+
+
+def write_output(
+    spark: SparkSession,
+    spec: PipelineSpec,
+    view: View,
+    kind: ViewKindLogic,
+    plan: BatchPlan,
+    pins: dict[str, int],
+    recomputed: DataFrame,
+    affected: DataFrame | None,
+) -> OutputWrite:
+    """MERGE the recomputed rows into the output; its last commit carries the batch and `pins`."""
+    where = f"view '{view.name}' output ({view.path})"
+    keys = list(kind.output_key)
+    ensure_output(spark, view.path, recomputed.schema, keys)
+    drift = schema_drift(spark, view.path, recomputed.schema)
+    if drift and affected is not None:
+        raise drift_error(drift, where=where)
+    commit = OutputCommit(
+        app_id(spec.name, view.name),
+        plan.marker(PRE, pins),
+        plan.marker(FINAL, pins),
+        finishing=plan.finishing,
+    )
+    note = None
+    try:
+        if drift:
+            counts = replace_output(view.path, recomputed, commit)
+            note = f"rewritten for a schema change: {drift}"
+        elif affected is None:
+            counts = merge_full(spark, view.path, recomputed, keys, commit)
+        else:
+            counts = merge_affected(spark, view.path, recomputed, affected, keys, commit)
+    except Exception as exc:
+        concurrent = _concurrent(exc, plan.batch_id, where=where)
+        if concurrent is None:
+            raise
+        raise concurrent from exc
+    assert counts.version is not None
+    return OutputWrite(counts, counts.version, note)
+
+
+def _concurrent(exc: Exception, batch_id: int, *, where: str) -> ConcurrentBatchError | None:
+    """Delta's error when another run's commit of the same batch landed during this one's."""
+    text = str(exc)
+    if "ConcurrentTransaction" not in text and "CONCURRENT_TRANSACTION" not in text:
+        return None
+    return ConcurrentBatchError(
+        f"another run of this view committed batch {batch_id} while this run was writing it; "
+        "this run stopped before its output commit",
+        where=where,
+        fix="nothing to do: the batch is committed once; run again for newer changes",
+    )
