@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from lakejoin.engine.batch import BatchSummary, batch_log, run_view
 from lakejoin.engine.markers import FAILPOINT
 from lakejoin.engine.records import BatchStatus
-from lakejoin.engine.batch import BatchSummary, batch_log, run_view
 from lakejoin.spec import JoinHow, PipelineSpec, load_spec
 
 PRODUCTS = "product_id STRING, name STRING, price DOUBLE, merchant_id STRING"

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from lakejoin.engine.records import BatchMode
 from lakejoin.engine.batch import batch_log
+from lakejoin.engine.records import BatchMode
 from lakejoin.spec import PipelineSpec
 from tests.lakehouse import MERCHANTS, PRODUCTS, Lakehouse
 

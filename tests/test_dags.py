@@ -256,8 +256,8 @@ def test_nothing_new_skips_without_spark_and_a_repair_runs_from_the_form(own_pip
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
-    from lakejoin.engine.records import BatchMode
     from lakejoin.engine.batch import batch_log
+    from lakejoin.engine.records import BatchMode
 
     spec = own_pipeline
     dag = dag_bag().dags[f"lakejoin_{spec.name}"]

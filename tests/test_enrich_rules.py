@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from lakejoin.engine.records import BatchStatus
 from lakejoin.engine.batch import batch_log, recompute_view
 from tests.lakehouse import (
     CUSTOMERS,
@@ -163,36 +162,39 @@ def test_a_dimension_added_to_the_spec_asks_for_a_full_refresh_which_rebuilds_th
     assert output_rows(lake, two, VIEW) == enrich_oracle(lake, two, VIEW)
 
 
-def test_a_propagate_batch_killed_after_its_output_merge_is_retried_on_its_pinned_versions(lake):
+def test_a_propagate_batch_killed_after_its_routes_were_written_ends_exact_on_the_next_run(lake):
     """KIP-314 lacked deterministic offsets; Delta versions give them. The batch dies (SIGKILL, its
-    own JVM) after the output MERGE, before the routing indexes are updated; the retry re-reads the
-    pinned versions, skips the MERGE it already made and writes the routes it missed."""
+    own JVM) after it wrote the routing index, before its output commit: nothing of the batch
+    happened, but the index already routes o4 to c2. The next run plans afresh at newer versions,
+    reads the index as the last committed batch left it, and ends exact."""
     create_tables(lake)
     spec = spec_of(lake, "propagate", "\n      fanout_threshold: 1.0")
     run(lake, spec)
     lake.upsert("customers", "customer_id", [("c1", "Anna", "NO")])
     lake.upsert("purchases", "purchase_id", [("o4", "c2", "p1", 3)])  # o4 moves from c1 to c2
+    output_before = output_rows(lake, spec, VIEW)
 
-    crashed = run_cli_with_failpoint(spec.file)
+    crashed = run_cli_with_failpoint(spec.file, "after_state_write")
 
     assert crashed.returncode == -signal.SIGKILL, crashed.stdout[-3000:] + crashed.stderr[-3000:]
-    planned = batch_log(spec).last(VIEW)
-    assert planned is not None and (planned.batch_id, planned.status) == (2, BatchStatus.PLANNED)
-    # Changes after the crash belong to the next batch, not to the retry.
+    assert [r.batch_id for r in batch_log(spec).history(VIEW)] == [1]
+    assert output_rows(lake, spec, VIEW) == output_before
+    # Changes after the crash join the batch the next run plans.
     lake.upsert("customers", "customer_id", [("c1", "Annie", "NO"), ("c2", "Benny", "SE")])
 
     retry, changed = run(lake, spec)
 
-    assert retry.retried and retry.batch_id == 2 and retry.pinned_versions == planned.pinned_versions
-    assert retry.output_applied is False and changed == {}
+    assert not retry.retried and retry.batch_id == 2
+    assert changed == {"update_postimage": {"o1", "o4"}}
     assert output_rows(lake, spec, VIEW) == enrich_oracle(lake, spec, VIEW)
-    assert table(lake, spec)["o1"][:2] == ("c1", "Anna") and table(lake, spec)["o4"][:2] == ("c2", "Ben")
+    assert table(lake, spec)["o1"][:2] == ("c1", "Annie") and table(lake, spec)["o4"][:2] == ("c2", "Benny")
 
-    # The retry wrote the routes the crash lost: c2's rename reaches o4, c1's no longer does.
+    # The routes are right: c2's rename reaches o4, c1's no longer does.
+    lake.upsert("customers", "customer_id", [("c1", "Ann", "NO"), ("c2", "Ben", "SE")])
     following, changed = run(lake, spec)
 
     assert following.batch_id == 3 and changed == {"update_postimage": {"o1", "o4"}}
-    assert table(lake, spec)["o1"][:2] == ("c1", "Annie") and table(lake, spec)["o4"][:2] == ("c2", "Benny")
+    assert table(lake, spec)["o1"][:2] == ("c1", "Ann") and table(lake, spec)["o4"][:2] == ("c2", "Ben")
     assert output_rows(lake, spec, VIEW) == enrich_oracle(lake, spec, VIEW)
 
 

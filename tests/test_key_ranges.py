@@ -129,7 +129,8 @@ def test_a_full_write_changes_only_the_rows_that_differ(spark, tmp_path, monkeyp
 def test_a_full_write_retried_after_its_update_appends_its_new_rows_once(spark, tmp_path, monkeypatch):
     """A full write takes the split path: a crash between its MERGE and its append, then a
     retry of the same batch, leaves the same table as one uninterrupted write."""
-    from lakejoin import batches
+    from lakejoin import sink
+    from lakejoin.engine.markers import idempotent
     from lakejoin.sources import latest_version
 
     path = filled(spark, tmp_path, monkeypatch)
@@ -138,13 +139,13 @@ def test_a_full_write_retried_after_its_update_appends_its_new_rows_once(spark, 
         if name == "between_update_and_insert":
             raise RuntimeError("crashed between the MERGE and the append")
 
-    with monkeypatch.context() as patched, batches.idempotent(spark, "test.full", 7):
-        patched.setattr(batches, "failpoint", crash)
+    with monkeypatch.context() as patched, idempotent(spark, "test.full", 7):
+        patched.setattr(sink, "failpoint", crash)
         with pytest.raises(RuntimeError, match="crashed between"):
             merge_by_key(spark, path, full_rewrite(spark), ["id"], ["id", "v"], full=True)
     assert len(rows_by_key(spark, path)) == 990  # updated and deleted, not yet appended
 
-    with batches.idempotent(spark, "test.full", 7):
+    with idempotent(spark, "test.full", 7):
         retry = merge_by_key(spark, path, full_rewrite(spark), ["id"], ["id", "v"], full=True)
         written = latest_version(spark, path, role=path)
         again = merge_by_key(spark, path, full_rewrite(spark), ["id"], ["id", "v"], full=True)
@@ -207,8 +208,8 @@ def test_an_fk_join_batch_of_recent_products_reads_no_old_file_of_source_output_
     """Products p000..p399 in four files of 100, as CDC appends them; a batch updates and deletes
     recent ones and inserts new ones. With the oldest file of the source, the output and the
     routing index moved away, the batch still runs, and its output is the recomputation."""
-    from lakejoin.routing import LEFT_KEY
     from lakejoin.engine.write import state_path as routing_index_path
+    from lakejoin.routing import LEFT_KEY
     from tests.lakehouse import MERCHANTS, PRODUCTS
 
     monkeypatch.setattr(key_ranges, "ROWS_PER_FILE", 100)

@@ -1,34 +1,45 @@
-"""A batch is a transaction (DESIGN §2): reruns write nothing twice, a crash between the output
-MERGE and the batch commit is retried on exactly the pinned versions, and a plan whose checks
-keep failing stays planned until a full refresh supersedes it.
+"""A batch is its output's commit (DESIGN §2, version 2): a view with nothing new does nothing, a
+run killed at any commit point of a batch leaves either nothing or something the next run
+finishes exactly once, two runs of one view commit a batch once, and the batch log is an index
+the outputs can rebuild.
 
-The crash is real: `lakejoin run` in a subprocess (its own Spark JVM) with the failpoint
-LAKEJOIN_FAILPOINT=after_output_merge, which SIGKILLs the process right after the output MERGE,
-before the routing-index update and the batch commit.
+The crashes are real: `lakejoin run` in a subprocess (its own Spark JVM) with
+LAKEJOIN_FAILPOINT=<point>, which SIGKILLs the process at that point of the batch.
 """
 
 from __future__ import annotations
 
-import json
+import shutil
 import signal
-from dataclasses import replace
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from lakejoin.engine.records import BatchMode, BatchRecord, BatchStatus, BatchStore, read_histories
-from lakejoin.errors import QualityCheckError
+from lakejoin.engine.batch import BatchOutcome, batch_log
+from lakejoin.engine.log import BatchLog
+from lakejoin.engine.markers import app_id, output_batches
+from lakejoin.engine.records import BatchMode, BatchRecord, BatchStatus
+from lakejoin.engine.write import state_path
+from lakejoin.errors import BatchStateError, QualityCheckError
 from lakejoin.pending import pending_work
-from lakejoin.engine.batch import BatchOutcome, batch_log, committed_output_version, routing_index_path
-from lakejoin.sources import data_files, history_may_hold_changes, latest_version
-from tests.lakehouse import MERCHANTS, PRODUCTS, Lakehouse, fk_join_oracle, run_cli_with_failpoint
+from lakejoin.sources import history_may_hold_changes
+from tests.lakehouse import (
+    CLI_TIMEOUT,
+    MERCHANTS,
+    PRODUCTS,
+    Lakehouse,
+    fk_join_oracle,
+    run_cli_with_failpoint,
+)
 
 pytestmark = pytest.mark.e2e
 
 VIEW = "display_products"
 
 
-def seeded(lake: Lakehouse, how: str = "left"):
+def seeded(lake: Lakehouse, how: str = "left", extra: str = ""):
     merchants = [("m1", "Acme", "a.png"), ("m2", "Bolt", "b.png"), ("m3", "Cask", None)]
     lake.create("merchants", MERCHANTS, merchants)
     lake.create(
@@ -42,39 +53,39 @@ def seeded(lake: Lakehouse, how: str = "left"):
             ("p5", "box", 5.0, "m9"),  # dangling fk
         ],
     )
-    return lake.spec(how)
+    return lake.spec(how, extra=extra)
 
 
 def change_everything_once(lake: Lakehouse) -> None:
-    """A left update, an fk move, a right update and deletes on both sides: four commits."""
+    """A left update, an fk move, a new key, a right update and deletes on both sides."""
     lake.upsert("products", "product_id", [("p1", "pen", 1.5, "m1"), ("p2", "cup", 2.0, "m3")])
+    lake.upsert("products", "product_id", [("p6", "cap", 6.0, "m2")])
     lake.upsert("merchants", "merchant_id", [("m2", "Bolt Ltd", "b2.png")])
     lake.delete("merchants", "merchant_id", ["m1"])
     lake.delete("products", "product_id", ["p4"])
 
 
-def versions(lake: Lakehouse, spec) -> dict[str, int]:  # noqa: ANN001 - PipelineSpec
-    """The current version of every table a batch writes: output, routing index, batch records."""
-    paths = {
-        "output": spec.views[VIEW].path,
-        "routing": routing_index_path(spec, spec.views[VIEW]),
-        "batches": batch_log(spec).path,
-    }
-    return {name: latest_version(lake.spark, path, role=name) for name, path in paths.items()}
+def change_after_the_crash(lake: Lakehouse) -> None:
+    lake.upsert("products", "product_id", [("p7", "jar", 7.0, "m3")])
+    lake.upsert("merchants", "merchant_id", [("m3", "Cask & Co", "c.png")])
+    lake.delete("products", "product_id", ["p3"])
 
 
-def operations(lake: Lakehouse, path: str) -> list[tuple[int, str]]:
-    from delta.tables import DeltaTable
+def version(path: str) -> int:
+    from deltalake import DeltaTable
 
-    rows = DeltaTable.forPath(lake.spark, path).history().select("version", "operation").collect()
-    return sorted((int(r["version"]), r["operation"]) for r in rows)
+    return int(DeltaTable(path).version()) if DeltaTable.is_deltatable(path) else -1
 
 
-def txn_actions(path: str, version: int) -> list[dict]:
-    """The `txn` actions (appId, version) Delta recorded in one commit of the table at `path`."""
-    log = Path(path) / "_delta_log" / f"{version:020d}.json"
-    actions = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-    return [a["txn"] for a in actions if "txn" in a]
+def versions(spec) -> dict[str, int]:  # noqa: ANN001 - PipelineSpec
+    """The current version of every table a batch writes: output, state, batch log."""
+    view = spec.views[VIEW]
+    paths = {"output": view.path, "state": state_path(spec, view), "log": batch_log(spec).path}
+    return {name: version(path) for name, path in paths.items()}
+
+
+def output_txn(spec) -> int | None:  # noqa: ANN001
+    return output_batches(spec.views[VIEW].path, app_id(spec.name, VIEW)).txn_version
 
 
 def oracle_at(lake: Lakehouse, spec, pins: dict[str, int]) -> list[dict]:  # noqa: ANN001
@@ -88,34 +99,53 @@ def oracle_at(lake: Lakehouse, spec, pins: dict[str, int]) -> list[dict]:  # noq
     )
 
 
-def statuses(store: BatchStore) -> list[tuple[int, str]]:
-    return [(r.batch_id, r.status.value) for r in store.history(VIEW)]
+def statuses(log: BatchLog) -> list[tuple[int, str]]:
+    return [(r.batch_id, r.status.value) for r in log.history(VIEW)]
 
 
 def keys_of(rows: list[dict]) -> list[str]:
     return [r["product_id"] for r in rows]
 
 
-# --- idempotency -------------------------------------------------------------------------------
+def assert_log_agrees_with_output(spec) -> None:  # noqa: ANN001
+    """The log's last committed batch is the output's: same id as its txn, same version."""
+    committed = batch_log(spec).last_committed(VIEW)
+    assert committed is not None
+    assert output_txn(spec) == 2 * committed.batch_id + 1
+    from deltalake import DeltaTable
+
+    commits = {c["version"]: c for c in DeltaTable(spec.views[VIEW].path).history(10)}
+    assert f'"batch": {committed.batch_id}' in commits[committed.output_version]["userMetadata"]
 
 
-def test_a_rerun_with_nothing_new_is_skipped_and_writes_nothing(lake):
+# --- nothing new --------------------------------------------------------------------------------
+
+
+def test_a_rerun_with_nothing_new_is_skipped_writes_nothing_and_starts_no_spark_job(lake):
     spec = seeded(lake)
     lake.run(spec, checks=False)
     change_everything_once(lake)
     second = lake.run(spec, checks=False)
     assert second.outcome is BatchOutcome.COMMITTED and second.batch_id == 2
-    before, rows = versions(lake, spec), lake.output(spec)
+    before, rows = versions(spec), lake.output(spec)
 
-    again = lake.run(spec, checks=False)
+    tracker = lake.spark.sparkContext.statusTracker()
+    lake.spark.sparkContext.setJobGroup("nothing-new", "a view with nothing new")
+    try:
+        again = lake.run(spec, checks=False)
+    finally:
+        lake.spark.sparkContext.setJobGroup("", "")
 
     assert again.outcome is BatchOutcome.SKIPPED and again.batch_id is None
+    assert "no new versions since batch 2" in (again.reason or "")
+    assert list(tracker.getJobIdsForGroup("nothing-new")) == []
     assert {k: again.pinned_versions[k] for k in ("products", "merchants")} == {
         k: second.pinned_versions[k] for k in ("products", "merchants")
     }
-    assert versions(lake, spec) == before
+    assert versions(spec) == before
     assert lake.output(spec) == rows == lake.expected(spec)
-    assert [r.batch_id for r in batch_log(spec).history(VIEW)] == [1, 2]
+    assert statuses(batch_log(spec)) == [(1, "committed"), (2, "committed")]
+    assert_log_agrees_with_output(spec)
 
 
 def test_a_vacuum_or_an_optimize_of_the_sources_is_nothing_new(lake):
@@ -125,19 +155,19 @@ def test_a_vacuum_or_an_optimize_of_the_sources_is_nothing_new(lake):
 
     spec = seeded(lake)
     first = lake.run(spec, checks=False)
-    before, rows = versions(lake, spec), lake.output(spec)
+    before, rows = versions(spec), lake.output(spec)
     for name in ("products", "merchants"):
         table = DeltaTable.forPath(lake.spark, lake.path(name))
         table.optimize().executeCompaction()
         table.vacuum(0)
-        assert latest_version(lake.spark, lake.path(name), role=name) > first.pinned_versions[name]
+        assert version(lake.path(name)) > first.pinned_versions[name]
 
-    pending = pending_work(spec, VIEW)  # the DAG's pre-check, on delta-rs, agrees
+    pending = pending_work(spec, VIEW)  # the DAG's pre-check is the plan itself
     skipped = lake.run(spec, checks=False)
 
     assert pending.run is False and "only maintenance commits" in pending.reason, pending
     assert skipped.outcome is BatchOutcome.SKIPPED and skipped.batch_id is None
-    assert versions(lake, spec) == before
+    assert versions(spec) == before
     assert lake.output(spec) == rows
     assert [r.batch_id for r in batch_log(spec).history(VIEW)] == [1]
 
@@ -161,7 +191,7 @@ def test_a_vacuum_or_an_optimize_of_the_sources_is_nothing_new(lake):
     ],
 )
 def test_only_maintenance_commits_are_nothing_new_and_history_is_read_newest_first(operations, expected):
-    """The rule both the engine (Spark's history) and the DAG's pre-check (delta-rs) apply."""
+    """The rule the plan applies to delta-rs's history."""
     upto = max(operations, default=10)
     log = sorted(operations.items(), reverse=True) + [(v, "WRITE") for v in range(10, -1, -1)]
     reads: list[int] = []
@@ -175,242 +205,266 @@ def test_only_maintenance_commits_are_nothing_new_and_history_is_read_newest_fir
         assert len(reads) == 1  # the newest commit is a data commit: no further page is read
 
 
-def test_re_executing_a_committed_batch_applies_none_of_its_writes_twice(lake, monkeypatch):
-    """Replay batch 2 after it committed, through run_view itself: the only trick is that the
-    batch store answers "batch 2 is still planned" (as after a lost commit acknowledgement), so
-    the runner redoes the whole batch on the committed pins. Every write of the batch (output
-    MERGE, routing-index MERGE, batch record) carries its txnAppId/txnVersion, so Delta skips
-    all three: no table gets a new version and the output is unchanged."""
+# --- a kill -9 at every commit point ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("point", ["after_state_write", "between_update_and_insert", "after_output_commit"])
+def test_a_batch_killed_at_a_commit_point_ends_exact_on_the_next_run(lake, point):
+    """Batch 2 updates keys the output holds and inserts a new one, so its output write takes
+    two commits: the MERGE (stamped as the batch's first) and the append (the batch commit).
+    - killed after its state write: nothing of the batch is visible; the next run plans afresh,
+      at newer versions, over a state table the dead run already wrote;
+    - killed between its two output commits: the next run finishes batch 2 on exactly the
+      versions its first commit recorded (Delta skips that commit), then batch 3 follows;
+    - killed after its batch commit, before its log row: batch 2 happened; the next plan
+      rebuilds its log row from the output's log and runs batch 3."""
     spec = seeded(lake)
-    lake.run(spec, checks=False)
-    change_everything_once(lake)
-    lake.run(spec, checks=False)
-    committed = batch_log(spec).last(VIEW)
-    assert committed is not None and committed.status is BatchStatus.COMMITTED
-    before, rows = versions(lake, spec), lake.output(spec)
-    assert rows == lake.expected(spec)
-
-    read = BatchStore.histories
-
-    def planned_again(self: BatchStore, views):  # noqa: ANN001, ANN202
-        found = read(self, views)
-        if VIEW in found:
-            found[VIEW] = [*found[VIEW][:-1], replace(committed, status=BatchStatus.PLANNED)]
-        return found
-
-    with monkeypatch.context() as patch:
-        patch.setattr(BatchStore, "histories", planned_again)
-        replay = lake.run(spec, checks=False)
-
-    assert replay.outcome is BatchOutcome.COMMITTED and replay.retried
-    assert replay.batch_id == committed.batch_id
-    assert replay.pinned_versions == committed.pinned_versions
-    assert replay.affected_keys > 0  # the batch really was recomputed ...
-    assert replay.output_applied is False  # ... and its MERGE was skipped by Delta
-    assert versions(lake, spec) == before
-    assert lake.output(spec) == rows == lake.expected(spec)
-    assert statuses(batch_log(spec)) == [(1, "committed"), (2, "committed")]
-
-
-# --- crash between the output MERGE and the commit ---------------------------------------------
-
-
-def test_a_batch_killed_after_its_output_merge_is_retried_on_its_pinned_versions(lake):
-    spec = seeded(lake)
-    store = BatchStore(lake.spark, spec.name, batch_log(spec).path)
-    output_path = spec.views[VIEW].path
     assert lake.run(spec, checks=False).batch_id == 1
     change_everything_once(lake)
-    before = versions(lake, spec)
+    before = versions(spec)
 
-    crashed = run_cli_with_failpoint(spec.file)
+    crashed = run_cli_with_failpoint(spec.file, point)
 
     assert crashed.returncode == -signal.SIGKILL, crashed.stdout + crashed.stderr
-    # The output got batch 2's MERGE, stamped with batch 2's txn; nothing after it happened.
-    after_crash = versions(lake, spec)
-    assert after_crash == {**before, "output": before["output"] + 1, "batches": before["batches"] + 1}
-    assert operations(lake, output_path)[-1] == (after_crash["output"], "MERGE")
-    assert [t["version"] for t in txn_actions(output_path, after_crash["output"])] == [2]
-    planned = store.last(VIEW)
-    assert planned is not None
-    assert (planned.batch_id, planned.status) == (2, BatchStatus.PLANNED)
-    assert planned.pinned_versions["products"] == latest_version(lake.spark, lake.path("products"), role="p")
-    assert lake.output(spec) == oracle_at(lake, spec, planned.pinned_versions)
+    after_crash = versions(spec)
+    assert after_crash["log"] == before["log"]  # the log row comes last
+    assert after_crash["state"] == before["state"] + 1  # the state write comes first
+    expected_txn = {"after_state_write": 3, "between_update_and_insert": 4, "after_output_commit": 5}[point]
+    assert output_txn(spec) == expected_txn
+    assert after_crash["output"] == before["output"] + {3: 0, 4: 1, 5: 2}[expected_txn]
+    crash_pins = {"products": version(lake.path("products")), "merchants": version(lake.path("merchants"))}
 
-    # Changes after the crash belong to the next batch, not to the retry.
-    lake.upsert("products", "product_id", [("p6", "cap", 6.0, "m3")])
-    lake.upsert("merchants", "merchant_id", [("m3", "Cask & Co", "c.png")])
-    lake.delete("products", "product_id", ["p3"])
+    change_after_the_crash(lake)  # they belong to a later batch than the one the crash cut
 
     retry = lake.run(spec)
 
-    assert retry.outcome is BatchOutcome.COMMITTED and retry.retried
-    assert retry.batch_id == 2
-    assert retry.pinned_versions == planned.pinned_versions
-    assert retry.output_applied is False
     out = lake.output(spec)
-    assert out == lake.expected(spec) == oracle_at(lake, spec, planned.pinned_versions)
     assert len(set(keys_of(out))) == len(out)
-    assert "p6" not in keys_of(out) and "p3" in keys_of(out)
-    assert {r["merchant_id"]: r["display_name"] for r in out}["m3"] == "Cask"
-    after_retry = versions(lake, spec)
-    assert after_retry["output"] == after_crash["output"]  # no second MERGE for batch 2
-    assert after_retry["routing"] == before["routing"] + 1  # the retry did the routing update
-    # Batch 1 filled the empty output with one append (key_ranges' layout), batch 2 MERGEd once.
-    assert [op for _, op in operations(lake, output_path)] == ["CREATE TABLE", "WRITE", "MERGE"]
-    assert statuses(store) == [(1, "committed"), (2, "committed")]
-    assert "output" in store.history(VIEW)[-1].notes
+    if point == "between_update_and_insert":
+        assert retry.retried and retry.batch_id == 2
+        assert {k: retry.pinned_versions[k] for k in crash_pins} == crash_pins
+        assert out == oracle_at(lake, spec, crash_pins)
+        assert "p7" not in keys_of(out) and "p6" in keys_of(out)
+        assert versions(spec)["output"] == after_crash["output"] + 1  # only the append
+    elif point == "after_output_commit":
+        assert not retry.retried and retry.batch_id == 3
+        assert {k: retry.start_versions[k] for k in crash_pins} == crash_pins
+        assert batch_log(spec).history(VIEW)[1].notes == {"log": "rebuilt from the output's commit"}
+    else:
+        assert not retry.retried and retry.batch_id == 2
+        assert retry.pinned_versions["products"] > crash_pins["products"]
+    assert lake.output(spec) == lake.expected(spec)
+    assert_log_agrees_with_output(spec)
 
     following = lake.run(spec, checks=False)
-
-    assert following.batch_id == 3 and not following.retried
-    assert following.start_versions == planned.pinned_versions
+    if point == "between_update_and_insert":
+        assert following.batch_id == 3 and following.start_versions["products"] == crash_pins["products"]
+    else:
+        assert following.outcome is BatchOutcome.SKIPPED
     out = lake.output(spec)
     assert out == lake.expected(spec)
-    assert "p6" in keys_of(out) and "p3" not in keys_of(out)
-    assert len(set(keys_of(out))) == len(out)
+    assert "p7" in keys_of(out) and "p3" not in keys_of(out) and "p4" not in keys_of(out)
+    assert {r["merchant_id"]: r["display_name"] for r in out if r["merchant_id"]}["m3"] == "Cask & Co"
+    assert_log_agrees_with_output(spec)
 
 
-def test_a_batch_killed_between_its_output_update_and_its_inserts_appends_them_once_on_retry(lake):
-    """The output takes two commits: a MERGE of the keys it holds, then an append of the new
-    ones. A crash between them leaves the last committed batch where it was, so a view reading
-    this one still pins the old output; the retry skips the MERGE and appends the new rows."""
+# --- concurrency --------------------------------------------------------------------------------
+
+
+def test_two_runs_of_one_view_started_together_commit_the_batch_once(lake):
     spec = seeded(lake)
-    store = BatchStore(lake.spark, spec.name, batch_log(spec).path)
-    output_path = spec.views[VIEW].path
     lake.run(spec, checks=False)
-    lake.upsert("products", "product_id", [("p1", "pen", 1.5, "m1"), ("p6", "cap", 6.0, "m3")])
-    before = versions(lake, spec)
+    change_everything_once(lake)
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("PYSPARK_GATEWAY")}
+    command = [sys.executable, "-m", "lakejoin.cli", "run", spec.file, "--no-checks"]
+    runs = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)]
+    runs.append(
+        subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    )
+    outputs = [run.communicate(timeout=CLI_TIMEOUT)[0] for run in runs]
+    codes = [run.returncode for run in runs]
+
+    assert 0 in codes, outputs
+    for code, text in zip(codes, outputs, strict=True):
+        assert code == 0 or "another run" in text, text  # the loser says why, in one message
+    assert statuses(batch_log(spec)) == [(1, "committed"), (2, "committed")]
+    assert lake.output(spec) == lake.expected(spec)
+    assert len(set(keys_of(lake.output(spec)))) == len(lake.output(spec))
+    assert_log_agrees_with_output(spec)
+    assert lake.run(spec, checks=False).outcome is BatchOutcome.SKIPPED
+
+
+def test_a_view_racing_its_upstream_pins_the_upstreams_last_batch_commit(lake):
+    """The upstream dies between its two output commits: its output holds a MERGE of batch 2
+    that no batch commit closed. The downstream view pins the upstream's batch-1 commit, and
+    equals a recompute over it; once the upstream finishes batch 2, the downstream follows."""
+    extra = "  products_by_name:\n    rekey: {source: display_products, key: name}\n"
+    spec = seeded(lake, extra=extra)
+    first = lake.run(spec, checks=False)
+    lake.run(spec, "products_by_name", checks=False)
+    change_everything_once(lake)
 
     crashed = run_cli_with_failpoint(spec.file, "between_update_and_insert")
-
     assert crashed.returncode == -signal.SIGKILL, crashed.stdout + crashed.stderr
-    after_crash = versions(lake, spec)
-    assert after_crash["output"] == before["output"] + 1
-    assert operations(lake, output_path)[-1] == (after_crash["output"], "MERGE")
-    assert "p6" not in keys_of(lake.output(spec))
-    committed = store.last_committed(VIEW)
-    assert committed is not None and committed.batch_id == 1
-    assert committed_output_version(committed) == before["output"]  # what a downstream view pins
+    assert output_txn(spec) == 4
 
-    retry = lake.run(spec, checks=False)
+    def by_name(pin: int) -> list[tuple]:
+        rows = lake.spark.read.format("delta").option("versionAsOf", pin).load(spec.views[VIEW].path)
+        return sorted((r["name"], r["product_id"]) for r in rows.collect())
 
-    assert retry.retried and retry.batch_id == 2 and retry.inserted == 1
-    assert retry.output_applied is True
-    assert [op for _, op in operations(lake, output_path)][-2:] == ["MERGE", "WRITE"]
-    out = lake.output(spec)
-    assert out == lake.expected(spec)
-    assert sorted(keys_of(out)) == ["p1", "p2", "p3", "p4", "p5", "p6"]
-    committed = store.last_committed(VIEW)
-    assert committed is not None and committed.batch_id == 2
-    assert committed_output_version(committed) == after_crash["output"] + 1
+    def downstream() -> list[tuple]:
+        rows = lake.spark.read.format("delta").load(spec.views["products_by_name"].path).collect()
+        return sorted((r["name"], r["product_id"]) for r in rows)
 
-    again = lake.run(spec, checks=False)
-    assert again.outcome is BatchOutcome.SKIPPED
-    assert versions(lake, spec)["output"] == after_crash["output"] + 1
+    assert pending_work(spec, "products_by_name").run is False
+    racing = lake.run(spec, "products_by_name", checks=False)
+    assert racing.outcome is BatchOutcome.SKIPPED
+    assert downstream() == by_name(first.output_version)
+
+    upstream = lake.run(spec, checks=False)
+    assert upstream.retried and upstream.batch_id == 2
+    following = lake.run(spec, "products_by_name", checks=False)
+    assert following.pinned_versions[VIEW] == upstream.output_version
+    assert downstream() == by_name(upstream.output_version)
+    assert "cap" in [name for name, _ in downstream()]
 
 
-# --- a plan whose checks keep failing ----------------------------------------------------------
+# --- the batch log is an index ------------------------------------------------------------------
 
 
-def test_a_plan_whose_checks_keep_failing_stays_planned_until_a_full_refresh(lake):
+def test_a_deleted_batch_log_is_rebuilt_from_the_output_and_the_view_goes_on(lake):
+    spec = seeded(lake)
+    lake.run(spec, checks=False)
+    change_everything_once(lake)
+    second = lake.run(spec, checks=False)
+    shutil.rmtree(batch_log(spec).path)
+
+    assert pending_work(spec, VIEW).run is False  # the plan rebuilt the log's last row
+    rebuilt = batch_log(spec).last_committed(VIEW)
+    assert rebuilt is not None and rebuilt.batch_id == 2
+    assert rebuilt.pinned_versions == second.pinned_versions
+    assert rebuilt.output_version == second.output_version
+
+    change_after_the_crash(lake)
+    third = lake.run(spec, checks=False)
+    assert third.batch_id == 3 and third.start_versions == second.pinned_versions
+    assert lake.output(spec) == lake.expected(spec)
+    assert_log_agrees_with_output(spec)
+
+
+def test_the_last_batchs_pins_survive_a_checkpoint_and_log_cleanup_of_the_output(lake):
+    """Delta keeps `txn` actions in checkpoints; commitInfo goes with cleaned-up log files. The
+    batch id survives in the txn and the pins in the batch log; with both the commit file and
+    the batch log gone, the plan says what happened and what to do."""
     from delta.tables import DeltaTable
 
     spec = seeded(lake)
-    store = batch_log(spec)
     lake.run(spec, checks=False)
-    # Someone deletes an output row behind lakejoin's back: a left join now has fewer rows than
-    # its left table, and no incremental batch touches that key again.
-    DeltaTable.forPath(lake.spark, spec.views[VIEW].path).delete("product_id = 'p5'")
-    lake.upsert("products", "product_id", [("p1", "pen", 1.5, "m1")])
+    change_everything_once(lake)
+    second = lake.run(spec, checks=False)
+    output = spec.views[VIEW].path
+    lake.spark.sql(
+        f"ALTER TABLE delta.`{output}` SET TBLPROPERTIES (delta.checkpointInterval = 1, "
+        "delta.logRetentionDuration = 'interval 0 seconds', delta.enableExpiredLogCleanup = true)"
+    )
+    DeltaTable.forPath(lake.spark, output).optimize().executeCompaction()  # checkpoint, cleanup
+    log_files = sorted(p.name for p in (Path(output) / "_delta_log").glob("*.json"))
+    assert f"{second.output_version:020d}.json" not in log_files, log_files
+    assert output_txn(spec) == 5  # batch 2's txn, from the checkpoint
 
-    for _ in range(2):
-        with pytest.raises(QualityCheckError, match="batch 2 failed its checks"):
-            lake.run(spec)
-        stuck = store.last(VIEW)
-        assert stuck is not None and (stuck.batch_id, stuck.status) == (2, BatchStatus.PLANNED)
-    report = json.loads(Path(spec.state_path, "reports", VIEW, "batch-000002.json").read_text())
-    assert report["success"] is False
+    change_after_the_crash(lake)
+    assert pending_work(spec, VIEW).run is True
+    third = lake.run(spec, checks=False)
+    assert third.batch_id == 3 and third.start_versions == second.pinned_versions
+    assert lake.output(spec) == lake.expected(spec)
 
-    lake.upsert("products", "product_id", [("p6", "cap", 6.0, "m2")])
-    refresh = lake.run(spec, full_refresh=True)
-
-    assert refresh.outcome is BatchOutcome.COMMITTED and not refresh.retried
-    assert (refresh.batch_id, refresh.mode) == (3, BatchMode.FULL_REFRESH)
-    assert statuses(store) == [(1, "committed"), (2, "abandoned"), (3, "committed")]
-    out = lake.output(spec)
-    assert out == lake.expected(spec)
-    assert {"p5", "p6"} <= set(keys_of(out))
-
-    # The view is incremental again afterwards, routing index included.
-    lake.upsert("merchants", "merchant_id", [("m2", "Bolt Ltd", "b2.png")])
-    following = lake.run(spec, checks=False)
-    assert (following.batch_id, following.mode) == (4, BatchMode.INCREMENTAL)
+    shutil.rmtree(batch_log(spec).path)
+    DeltaTable.forPath(lake.spark, output).optimize().executeCompaction()
+    lake.upsert("products", "product_id", [("p8", "bag", 8.0, "m2")])
+    with pytest.raises(BatchStateError, match="batch 3 committed into the output") as failed:
+        lake.run(spec, checks=False)
+    assert "--full-refresh" in failed.value.fix
+    refresh = lake.run(spec, checks=False, full_refresh=True)
+    assert (refresh.batch_id, refresh.mode) == (4, BatchMode.FULL_REFRESH)
     assert lake.output(spec) == lake.expected(spec)
 
 
-def test_batch_records_stay_readable_without_spark_when_deletion_vectors_are_the_default(lake):
-    """delta-rs (the Airflow skip check, the report pages) cannot read deletion vectors. The batch
-    records are append-only, so lakejoin creates them without, whatever the session's default."""
-    spec = seeded(lake)
-    default = "spark.databricks.delta.properties.defaults.enableDeletionVectors"
-    lake.spark.conf.set(default, "true")
-    try:
-        lake.run(spec, checks=False)
-    finally:
-        lake.spark.conf.unset(default)
+def test_a_log_row_per_batch_committed_wins_and_compaction_keeps_every_row(tmp_path):
+    log = BatchLog("shop", str(tmp_path / "log"))
+    for batch_id, status in [
+        (1, BatchStatus.COMMITTED),
+        (2, BatchStatus.ABANDONED),
+        (3, BatchStatus.COMMITTED),
+    ]:
+        log.append(BatchRecord("a", batch_id, status, BatchMode.INCREMENTAL, {"s": 0}, {"s": batch_id}))
+    # A row appended twice (a log append retried) and the other view's rows stay apart.
+    log.append(BatchRecord("a", 3, BatchStatus.COMMITTED, BatchMode.INCREMENTAL, {"s": 0}, {"s": 3}))
+    log.append(BatchRecord("b", 1, BatchStatus.COMMITTED, BatchMode.FULL_REFRESH, {}, {"s": 1}))
+    before = log.histories()
+    log.compact()
 
-    histories = read_histories(spec.name, batch_log(spec).path)
-
-    assert [(r.batch_id, r.status) for r in histories[VIEW]] == [(1, BatchStatus.COMMITTED)]
-    assert deletion_vectors(lake, batch_log(spec).path) == "false"
-
-
-def test_the_batch_records_are_compacted_every_few_batches_and_read_the_same(lake):
-    """Each record is a one-row file, and a plan reads all of its view's: without compaction the
-    plan's read grows with every batch ever run. Every `compact_every`-th batch of a view, the
-    commit compacts the records with Delta's OPTIMIZE; no record changes."""
-    path = lake.path("batches")
-    store = BatchStore(lake.spark, "shop", path, compact_every=3)
-    files = []
-    for batch_id in (1, 2, 3):
-        for view in ("a", "b"):
-            record = BatchRecord(
-                view, batch_id, BatchStatus.PLANNED, BatchMode.INCREMENTAL, {}, {"s": batch_id}
-            )
-            store.plan(record)
-            if batch_id == 3 and view == "b":
-                before = store.histories(["a", "b"])
-            store.commit(replace(record, status=BatchStatus.COMMITTED, metrics={"inserted": batch_id}))
-            files.append(data_files(lake.spark, path))
-
-    # A file per record; batch 3 of view a compacts the 10 into one, batch 3 of b the 3 left.
-    assert files == [2, 4, 6, 8, 1, 1]
-    compactions = [op for _, op in operations(lake, path) if op == "OPTIMIZE"]
-    assert len(compactions) == 2
-    after = store.histories(["a", "b"])
-    assert [(r.batch_id, r.status) for r in after["a"]] == [(n, BatchStatus.COMMITTED) for n in (1, 2, 3)]
-    assert after["a"] == before["a"]
-    assert after["b"][:2] == before["b"][:2] and after["b"][2].status is BatchStatus.COMMITTED
-    spark_free = read_histories("shop", path)
-    assert [(r.batch_id, r.status, r.metrics) for r in spark_free["b"]] == [
-        (r.batch_id, r.status, r.metrics) for r in after["b"]
+    assert [(r.batch_id, r.status) for r in before["a"]] == [
+        (1, BatchStatus.COMMITTED),
+        (2, BatchStatus.ABANDONED),
+        (3, BatchStatus.COMMITTED),
     ]
+    assert log.histories() == before
+    assert log.last_committed("a").pinned_versions == {"s": 3}  # type: ignore[union-attr]
+    assert [r.view for r in log.history("b")] == ["b"]
 
 
-def test_output_and_routing_index_are_created_with_deletion_vectors_unless_the_session_says_no(lake):
+# --- a batch whose checks fail ------------------------------------------------------------------
+
+
+def test_a_batch_whose_checks_fail_commits_nothing_and_the_next_run_starts_afresh(lake, monkeypatch):
+    suites = lake.root / "expectations" / "shop"
+    suites.mkdir(parents=True)
+    (suites / f"{VIEW}.json").write_text(
+        '{"name": "display_products", "expectations": [{"type": "expect_column_values_to_be_between",'
+        ' "kwargs": {"column": "price", "min_value": 0, "max_value": 100}}]}'
+    )
+    monkeypatch.setenv("LAKEJOIN_EXPECTATIONS_DIR", str(lake.root / "expectations"))
+    spec = seeded(lake)
+    lake.run(spec)
+    lake.upsert("products", "product_id", [("p1", "pen", 500.0, "m1")])
+    before = versions(spec)
+
+    for batch_id in (2, 3):
+        with pytest.raises(QualityCheckError, match=f"batch {batch_id} failed its checks"):
+            lake.run(spec)
+        assert {k: v for k, v in versions(spec).items() if k != "log"} == {
+            k: v for k, v in before.items() if k != "log"
+        }
+        assert batch_log(spec).last(VIEW).status is BatchStatus.ABANDONED  # type: ignore[union-attr]
+    report = Path(spec.state_path, "reports", VIEW, "batch-000002.json").read_text()
+    assert '"success": false' in report
+
+    lake.upsert("products", "product_id", [("p1", "pen", 50.0, "m1")])
+    fixed = lake.run(spec)
+    assert (fixed.batch_id, fixed.mode) == (4, BatchMode.INCREMENTAL)
+    assert statuses(batch_log(spec)) == [
+        (1, "committed"),
+        (2, "abandoned"),
+        (3, "abandoned"),
+        (4, "committed"),
+    ]
+    assert lake.output(spec) == lake.expected(spec)
+    assert_log_agrees_with_output(spec)
+
+
+def test_output_and_state_are_created_with_deletion_vectors_unless_the_session_says_no(lake):
     """A batch's MERGE marks replaced rows in a deletion vector instead of rewriting every file a
     random key touches; a session whose Delta default for new tables turns them off is obeyed."""
     spec = seeded(lake)
     lake.run(spec, checks=False)
     change_everything_once(lake)
     lake.run(spec, checks=False)
-    output, routing = spec.views[VIEW].path, routing_index_path(spec, spec.views[VIEW])
+    output, routing = spec.views[VIEW].path, state_path(spec, spec.views[VIEW])
 
     assert deletion_vectors(lake, output) == deletion_vectors(lake, routing) == "true"
     assert lake.output(spec) == lake.expected(spec)
-    merge = lake.spark.sql(f"DESCRIBE HISTORY delta.`{output}` LIMIT 1").first()
-    assert merge is not None and merge["operation"] == "MERGE"
+    merge = lake.spark.sql(f"DESCRIBE HISTORY delta.`{output}` LIMIT 2").collect()[-1]
+    assert merge["operation"] == "MERGE"
     assert int(merge["operationMetrics"].get("numTargetRowsCopied", "0")) == 0
 
     other = "display_products_again"

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from lakejoin.engine.batch import batch_log
 from lakejoin.engine.records import BatchStatus
 from lakejoin.errors import KeyConflictError
-from lakejoin.engine.batch import batch_log
 from tests.lakehouse import MASTERS, output_rows, rekey_oracle, run_and_watch, write_spec
 
 pytestmark = pytest.mark.scenario

@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from lakejoin.engine.batch import BatchOutcome, batch_log
 from lakejoin.engine.records import BatchMode
 from lakejoin.errors import RepairError
 from lakejoin.repair import RepairRange, requested_repair
-from lakejoin.engine.batch import BatchOutcome, batch_log
 from tests.lakehouse import (
     ADDRESSES,
     MASTERS,

@@ -40,8 +40,13 @@ def write_state(ctx: BatchContext, kind: ViewKindLogic) -> dict[str, int]:
 
     tables = kind.state_tables(ctx.state_path)
     app = f"{app_id(ctx.spec.name, ctx.view.name)}.state"
+    # A state write is a MERGE (stamped `app`) and an append (stamped `app.inserts`, sink.py),
+    # either of which may be missing from a batch: the next version is above both.
     written = [
-        DeltaTable(p).transaction_version(app) or 0 for p in tables.values() if DeltaTable.is_deltatable(p)
+        DeltaTable(p).transaction_version(a) or 0
+        for p in tables.values()
+        if DeltaTable.is_deltatable(p)
+        for a in (app, f"{app}.inserts")
     ]
     try:
         with idempotent(ctx.spark, app, max(written, default=0) + 1):
@@ -103,9 +108,10 @@ def write_output(
 
 
 def _concurrent(exc: Exception, batch_id: int, *, where: str) -> ConcurrentBatchError | None:
-    """Delta's error when another run's commit of the same batch landed during this one's."""
+    """Delta's conflict errors (ConcurrentTransactionException: another run's commit of the same
+    batch landed during this one's; ConcurrentAppend/Delete...: its MERGE touched the same files)."""
     text = str(exc)
-    if "ConcurrentTransaction" not in text and "CONCURRENT_TRANSACTION" not in text:
+    if "Concurrent" not in text and "DELTA_CONCURRENT" not in text:
         return None
     return ConcurrentBatchError(
         f"another run of this view committed batch {batch_id} while this run was writing it; "

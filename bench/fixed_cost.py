@@ -1,0 +1,186 @@
+"""`python -m bench.fixed_cost`: what a batch costs when (almost) nothing changed (issue 23).
+
+On the benchmark's tables (1.5 M orders by default), after a first full batch of every view:
+- every view with nothing new: seconds and Spark jobs (the plan alone, delta-rs);
+- a tiny change (a few rows of every source table), twice, on a warm JVM: per changed view,
+  seconds, Spark jobs (every job the batch started, counted by Spark's status tracker through a
+  job group per view) and Delta commits into the view's output and state tables.
+The second tiny batch is the one judged. After every batch each output is compared with a
+from-scratch recompute (count and whole-table hash).
+
+Figures go to `<out>/bench/fixed_cost.json` and into `<out>/bench/targets.json` (one entry per
+target, the entries of other scripts kept).
+
+    python -m bench.fixed_cost --orders 1500000 --out docs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from lakejoin.spec import PipelineSpec
+
+TINY_ROWS = 2  # rows changed per source table in a tiny batch (6 tables: at most 12 rows)
+LIMITS = {"tiny_seconds": 4.0, "nothing_new_seconds": 0.2, "jobs": 50, "commits": 2}
+
+
+def _versions(spec: PipelineSpec, view: str) -> int:
+    """Commits into the view's output and state tables so far (sum of their versions)."""
+    from deltalake import DeltaTable
+
+    from lakejoin.engine.batch import view_logic
+    from lakejoin.engine.write import state_path
+
+    logic = view_logic(spec, spec.views[view])
+    paths = [spec.views[view].path, *logic.state_tables(state_path(spec, spec.views[view])).values()]
+    return sum(int(DeltaTable(p).version()) + 1 for p in paths if DeltaTable.is_deltatable(p))
+
+
+def run_views(spark: SparkSession, spec: PipelineSpec, label: str) -> dict[str, dict[str, Any]]:
+    from lakejoin.engine.batch import run_view
+
+    tracker = spark.sparkContext.statusTracker()
+    figures = {}
+    for view in spec.view_order():
+        group = f"{label}-{view}"
+        before = _versions(spec, view)
+        spark.sparkContext.setJobGroup(group, group)
+        started = time.perf_counter()
+        summary = run_view(spark, spec, view)
+        seconds = time.perf_counter() - started
+        spark.sparkContext.setJobGroup("", "")
+        figures[view] = {
+            "outcome": summary.outcome.value,
+            "seconds": round(seconds, 3),
+            "jobs": len(tracker.getJobIdsForGroup(group)),
+            "commits": _versions(spec, view) - before,
+            "affected_keys": summary.affected_keys,
+            "phases": {k: round(v, 3) for k, v in summary.phase_seconds.items()},
+        }
+        print(f"{label} {view}: {figures[view]}", flush=True)
+    return figures
+
+
+def tiny_change(spark: SparkSession, maker: Any, batch: int) -> None:
+    """Update TINY_ROWS rows of every source table the views read."""
+    from bench.changes import KEYS
+
+    for table in ("orders", "orders_skewed", "customers", "products", "tags", "nations"):
+        key = KEYS[table]
+        ids = spark.range(batch * TINY_ROWS, (batch + 1) * TINY_ROWS).withColumnRenamed("id", "id")
+        change = maker.updates(table, ids, 100 + batch).localCheckpoint()
+        del key
+        maker.merge(table, change)
+
+
+def gate(spark: SparkSession, spec: PipelineSpec) -> list[str]:
+    """The views whose output differs from a from-scratch recompute (count and hash)."""
+    from pyspark.sql import functions as F
+
+    from lakejoin.engine.batch import recompute_view
+
+    def digest(frame: Any) -> tuple[int, int]:
+        row = frame.select(F.count(F.lit(1)).alias("n"), F.sum(F.xxhash64(*frame.columns)).alias("h")).first()
+        return int(row["n"]), int(row["h"] or 0)
+
+    wrong = []
+    for view in spec.view_order():
+        output = spark.read.format("delta").load(spec.views[view].path)
+        expected = recompute_view(spark, spec, view).select(*output.columns)
+        if digest(output) != digest(expected):
+            wrong.append(view)
+    return wrong
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bench.changes import ChangeMaker
+    from bench.measure import lakejoin_commit
+    from bench.tables import Sizes, write_sources
+    from bench.variants import spec_for
+    from lakejoin.session import spark_session
+
+    parser = argparse.ArgumentParser(prog="python -m bench.fixed_cost", description=__doc__.split("\n")[0])
+    parser.add_argument("--orders", type=int, default=1_500_000)
+    parser.add_argument("--out", default="docs")
+    parser.add_argument("--work", default="build/fixed-cost-lake")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--driver-memory", default="8g")
+    args = parser.parse_args(argv)
+
+    work = Path(args.work)
+    shutil.rmtree(work, ignore_errors=True)
+    spark = spark_session(app_name="lakejoin-fixed-cost", extra={"spark.driver.memory": args.driver_memory})
+    sizes = Sizes.at(args.orders)
+    paths = write_sources(spark, work, sizes, args.seed)
+    spec = spec_for("fixed_cost", work / "lakejoin", paths)
+    maker = ChangeMaker(spark, paths, sizes, args.seed)
+
+    record: dict[str, Any] = {"orders": args.orders, "commit": lakejoin_commit()}
+    record["first"] = run_views(spark, spec, "first")
+    record["nothing_new"] = run_views(spark, spec, "nothing-new")
+    for batch in (1, 2):
+        tiny_change(spark, maker, batch)
+        record[f"tiny_{batch}"] = run_views(spark, spec, f"tiny-{batch}")
+        record[f"gate_{batch}"] = gate(spark, spec)
+        print(f"gate after tiny batch {batch}: {record[f'gate_{batch}'] or 'every view exact'}", flush=True)
+    spark.stop()
+
+    out = Path(args.out) / "bench"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "fixed_cost.json").write_text(json.dumps(record, indent=2) + "\n")
+    write_targets(out / "targets.json", record)
+    return 1 if record["gate_1"] or record["gate_2"] else 0
+
+
+def write_targets(path: Path, record: dict[str, Any]) -> None:
+    """Replace this script's entries in targets.json, keep the others."""
+    tiny, idle = record["tiny_2"], record["nothing_new"]
+    changed = [v for v in tiny.values() if v["outcome"] == "committed"]
+    size = f"{record['orders'] / 1e6:g} M orders"
+    entries = [
+        {
+            "target": f"tiny batch (<= {2 * TINY_ROWS} rows a source) per view, warm JVM, {size}: slowest view, s",
+            "measured": max(v["seconds"] for v in changed),
+            "limit": LIMITS["tiny_seconds"],
+        },
+        {
+            "target": "a view with nothing new: slowest view, s",
+            "measured": max(v["seconds"] for v in idle.values()),
+            "limit": LIMITS["nothing_new_seconds"],
+        },
+        {
+            "target": "a view with nothing new: Spark jobs",
+            "measured": max(v["jobs"] for v in idle.values()),
+            "limit": 0,
+        },
+        {
+            "target": "Spark jobs per changed view per batch (tiny batch, most of any view)",
+            "measured": max(v["jobs"] for v in changed),
+            "limit": LIMITS["jobs"],
+        },
+        {
+            "target": "Delta commits per changed view per batch (output and state tables, most of any view)",
+            "measured": max(v["commits"] for v in changed),
+            "limit": LIMITS["commits"],
+        },
+    ]
+    for entry in entries:
+        entry.update(
+            met=entry["measured"] <= entry["limit"], batch="fixed_cost tiny_2", commit=record["commit"]
+        )
+    mine = {e["target"] for e in entries}
+    kept = [e for e in json.loads(path.read_text())] if path.exists() else []
+    kept = [e for e in kept if e["target"] not in mine and e.get("batch") != "fixed_cost tiny_2"]
+    path.write_text(json.dumps(kept + entries, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
