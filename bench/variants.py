@@ -133,7 +133,7 @@ class Incremental(Variant):
                 run_view(spark, self.spec, view, checks=False)
         for log in self.storage.rglob("_delta_log"):
             table = f"delta.`{log.parent}`"
-            if not self.layout.deletion_vectors and log.parent.name != "batches":
+            if not self.layout.deletion_vectors and log.parent.name != "batch_log":
                 spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')")
             if self.layout.clustered:
                 spark.sql(f"OPTIMIZE {table}")

@@ -98,3 +98,21 @@ def write_laid_out(rows: DataFrame, path: str, key: str) -> None:
         .option("maxRecordsPerFile", ROWS_PER_FILE)
         .save(path)
     )
+
+
+def materialised(frame: DataFrame, column: str | None = None) -> tuple[DataFrame, int, KeyRange]:
+    """Materialise `frame` once (a local checkpoint) and count its rows, and the range of
+    `column` when given, in that same Spark job (an observation), not in jobs of their own.
+
+    >>> keys, n, bounds = materialised(affected, "order_id")            # doctest: +SKIP
+    """
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    observed = Observation()
+    measures = [F.count(F.lit(1)).alias("n"), *(KeyRange.aggregates(column) if column else [])]
+    done = frame.observe(observed, *measures).localCheckpoint()
+    row = observed.get
+    if column is None or not enabled(frame.sparkSession):
+        return done, int(row["n"]), KeyRange(column or "")
+    return done, int(row["n"]), KeyRange.from_row(frame, column, row)

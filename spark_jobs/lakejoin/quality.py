@@ -109,8 +109,10 @@ def check_batch(
     report_path = write_report(
         spec, view, plan, checks, metrics=metrics or {}, user_suite=suite.file if suite else None
     )
-    page_path = _write_pages(spec, view, Path(report_path))
-    report = QualityReport(not any(c.blocking for c in checks), checks, report_path, page_path)
+    success = not any(c.blocking for c in checks)
+    # A passing batch's pages wait for its commit (finish_report), which knows its final counts.
+    page_path = None if success else _write_pages(spec, view, Path(report_path))
+    report = QualityReport(success, checks, report_path, page_path)
     if not report.success:
         failed = "; ".join(
             f"{c.scope}: {c.expectation}({_brief(c.kwargs)}) observed {_brief(c.observed)}"
@@ -126,6 +128,15 @@ def check_batch(
             fix=fix,
         )
     return report
+
+
+def finish_report(spec: PipelineSpec, view: View, report_path: str, metrics: dict[str, int]) -> str | None:
+    """After the batch commit: the report gets the batch's final counts, then its pages."""
+    path = Path(report_path)
+    payload = json.loads(path.read_text(encoding="utf-8"))
+    payload["metrics"] = metrics
+    path.write_text(json.dumps(payload, indent=2, default=str), encoding="utf-8")
+    return _write_pages(spec, view, path)
 
 
 def _data_docs(docs: DataDocs, view: View, batch_id: int, runs: list[Validated]) -> list[str | None]:

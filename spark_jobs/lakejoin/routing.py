@@ -29,14 +29,20 @@ def routes(left_rows: DataFrame, left_key: str, fks: Mapping[str, str]) -> DataF
 
 
 def routed_left_keys(
-    index: DataFrame, changed_right_keys: DataFrame, right_key: str, route: str = RIGHT_KEY
+    index: DataFrame,
+    changed_right_keys: DataFrame,
+    right_key: str,
+    route: str = RIGHT_KEY,
+    *,
+    changed: int | None = None,
 ) -> DataFrame:
     """The left keys whose `route` column holds any of the changed right keys (column named
     `LEFT_KEY`). With no changed right key the index is not read: a batch of left changes alone
-    does not scan it."""
+    does not scan it. `changed`, when the caller knows it, is how many right keys changed (it
+    saves a job asking)."""
     from pyspark.sql import functions as F
 
-    if changed_right_keys.isEmpty():
+    if changed == 0 or (changed is None and changed_right_keys.isEmpty()):
         return index.select(LEFT_KEY).limit(0)
     return (
         index.join(

@@ -4,13 +4,13 @@ ones, and leaves rows whose content did not change untouched (no spurious change
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from lakejoin import key_ranges
 from lakejoin.engine.markers import OutputCommit, current_txn, failpoint, idempotent, stamped
 from lakejoin.errors import ConcurrentBatchError, SourceError
-from lakejoin.key_ranges import KeyRange, write_laid_out
+from lakejoin.key_ranges import KeyRange, materialised, write_laid_out
 from lakejoin.sources import data_files
 
 if TYPE_CHECKING:
@@ -33,6 +33,7 @@ class MergeCounts:
     deleted: int = 0
     applied: bool = True
     version: int | None = None  # the batch commit's version, when the write carried one
+    keys: int = 0  # the keys the write covered (merge_affected: the batch's affected keys)
 
 
 def ensure_keyed_table(spark: SparkSession, path: str, schema: StructType, cluster_by: Sequence[str]) -> None:
@@ -184,17 +185,16 @@ def merge_by_key(
         if key_ranges.enabled(spark) and data_files(spark, path) == 0:
             return _fill(spark, path, source.where(F.col(KEEP)).select(*columns), key[0], commit)
         source = _differences(spark, path, source.where(F.col(KEEP)), key, columns)
-    keyed = source.localCheckpoint()
-    row = keyed.agg(F.count(F.lit(1)).alias("n"), *KeyRange.aggregates(key[0])).first()
-    assert row is not None
-    bounds = KeyRange.from_row(keyed, key[0], row) if key_ranges.enabled(spark) else KeyRange(key[0])
-    if row["n"] > SPLIT_MERGE_MAX_KEYS:
+    keyed, keys, bounds = materialised(source, key[0])
+    if keys > SPLIT_MERGE_MAX_KEYS:
         if commit is None:
-            return _merge(spark, path, keyed, columns, key, inserts=True, bounds=bounds)
-        with stamped(spark, commit.app, commit.final):
             counts = _merge(spark, path, keyed, columns, key, inserts=True, bounds=bounds)
-        return _final_counts(path, commit, counts)
-    return _merge_then_append(spark, path, keyed, columns, key, bounds, commit)
+        else:
+            with stamped(spark, commit.app, commit.final):
+                merged = _merge(spark, path, keyed, columns, key, inserts=True, bounds=bounds)
+            counts = _final_counts(path, commit, merged)
+        return replace(counts, keys=keys)
+    return replace(_merge_then_append(spark, path, keyed, columns, key, bounds, commit), keys=keys)
 
 
 def _differences(
@@ -286,11 +286,12 @@ def _merge_then_append(
 
     keys = list(key)
     table_keys = spark.read.format("delta").load(path).where(bounds.covers(F.col(keys[0]))).select(*keys)
-    existing = table_keys.join(F.broadcast(source.select(*keys)), on=keys, how="left_semi").localCheckpoint()
-    has_existing = bool(existing.limit(1).count())
+    existing, held, _ = materialised(
+        table_keys.join(F.broadcast(source.select(*keys)), on=keys, how="left_semi")
+    )
+    has_existing = held > 0
     new_rows = source.where(F.col(KEEP)).join(F.broadcast(existing), on=keys, how="left_anti")
-    new_rows = new_rows.select(*columns).localCheckpoint()
-    inserted = new_rows.count()
+    new_rows, inserted, _ = materialised(new_rows.select(*columns))
     present = source.join(F.broadcast(existing), on=keys, how="left_semi")
     if commit is not None:
         merged = F.broadcast(present) if has_existing else None

@@ -23,6 +23,7 @@ from lakejoin.engine.plan import BatchPlan, Skip, input_columns, latest_pin, pla
 from lakejoin.engine.records import BatchMode, BatchRecord, BatchStatus
 from lakejoin.engine.write import state_path, write_output, write_state
 from lakejoin.errors import KeyConflictError, QualityCheckError, RepairError
+from lakejoin.key_ranges import materialised
 from lakejoin.spec import PipelineSpec, View, ViewKind
 from lakejoin.views.base import BatchContext, ViewKindLogic
 
@@ -174,25 +175,21 @@ def run_view(
     if plan.mode is not BatchMode.FULL_REFRESH:
         clock.enter(Phase.CHANGES)
         _require_state(ctx, kind)
-        changes = {
-            s.name: source_changes(spark, s, plan, where=ctx.where(s, plan.pinned_versions[s.name]))
-            for s in kind.change_sources
-        }
-        summary.changed_keys = {name: rows.count() for name, rows in changes.items()}
+        changes = {}
+        for s in kind.change_sources:
+            where = ctx.where(s, plan.pinned_versions[s.name])
+            changes[s.name], summary.changed_keys[s.name] = source_changes(spark, s, plan, where=where)
+        ctx.changed.update(summary.changed_keys)
 
     # 3-4. affected keys and recompute (the view kind's own rule)
     clock.enter(Phase.AFFECTED)
     try:
         rebuilt = kind.rebuild(ctx, changes)
         clock.enter(Phase.RECOMPUTE)
-        recomputed = rebuilt.rows.localCheckpoint()
+        recomputed, summary.recomputed_rows, _ = materialised(rebuilt.rows)
     except KeyConflictError as exc:
         _abandon(log, plan, summary, f"key conflict: {exc.what}")
         raise
-    summary.recomputed_rows = recomputed.count()
-    summary.affected_keys = (
-        rebuilt.affected.count() if rebuilt.affected is not None else summary.recomputed_rows
-    )
     summary.kind_metrics.update(kind.metrics())
     summary.notes.update(ctx.notes)
 
@@ -223,6 +220,8 @@ def run_view(
     counts = written.counts
     summary.pinned_versions = pins
     summary.output_version = written.version
+    # The write's source holds one row per affected key: it counted them in its own job.
+    summary.affected_keys = counts.keys if rebuilt.affected is not None else summary.recomputed_rows
     summary.inserted, summary.updated, summary.deleted = counts.inserted, counts.updated, counts.deleted
     summary.unchanged_skipped = max(summary.recomputed_rows - counts.inserted - counts.updated, 0)
     if written.note:
@@ -235,6 +234,8 @@ def run_view(
     summary.outcome = BatchOutcome.COMMITTED
     clock.enter(None)
     log.append(_record(plan, summary, BatchStatus.COMMITTED))
+    if summary.report is not None:
+        quality.finish_report(spec, view, summary.report, summary.metrics())
     return summary
 
 

@@ -90,6 +90,7 @@ class BatchContext:
     state_path: str
     metrics: dict[str, int] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
+    changed: dict[str, int] = field(default_factory=dict)  # keys changed per change source
     _snapshots: dict[str, DataFrame] = field(default_factory=dict)
 
     @property
@@ -159,19 +160,19 @@ class BatchContext:
         from pyspark.sql import functions as F
 
         from lakejoin.changes import upserts
-        from lakejoin.key_ranges import batch_range
+        from lakejoin.key_ranges import materialised
 
         key = source.key
-        keys = keys.localCheckpoint()
+        keys, _, bounds = materialised(keys, key)
         # Only the files of the keys' range are read (key_ranges: the source's files hold key
         # ranges when it was written in key order, as CDC appends of growing keys are).
-        snapshot = self.snapshot(source).where(batch_range(self.spark, keys, key).covers(F.col(key)))
+        snapshot = self.snapshot(source).where(bounds.covers(F.col(key)))
         # A net change holds one row per key, so it cannot show a key the source holds twice:
         # that check reads the key column alone, not the rows.
         self.require_unique(snapshot.select(key).join(F.broadcast(keys), on=key, how="left_semi"), source)
         changed = upserts(changes).select(*snapshot.columns)
-        rest = keys.join(changes.select(key), on=key, how="left_anti").localCheckpoint()
-        if rest.limit(1).count():
+        rest, unchanged_keys, _ = materialised(keys.join(changes.select(key), on=key, how="left_anti"))
+        if unchanged_keys:
             unchanged = snapshot.join(F.broadcast(rest), on=key, how="left_semi")
             changed = changed.unionByName(unchanged)
         return changed.localCheckpoint()

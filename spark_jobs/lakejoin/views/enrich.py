@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakejoin import quality, routing
 from lakejoin.errors import BatchStateError
+from lakejoin.key_ranges import materialised
 from lakejoin.spec import Dimension, EnrichMode, JoinHow, PipelineSpec, Source, View
 from lakejoin.views.base import STATE, BatchContext, Rebuilt, Validation, ViewKindLogic, fans_out, state_rows
 from lakejoin.views.fk_join import referenced_right_rows
@@ -130,8 +131,9 @@ class EnrichView(ViewKindLogic):
 
     # --- affected keys -------------------------------------------------------------------
 
-    def _reached(self, ctx: BatchContext, changes: Mapping[str, DataFrame]) -> DataFrame:
-        """The fact keys that reference a changed dimension key now (the routing index)."""
+    def _reached(self, ctx: BatchContext, changes: Mapping[str, DataFrame]) -> tuple[DataFrame, int]:
+        """The fact keys that reference a changed dimension key now (the routing index), and
+        how many."""
         from pyspark.sql import functions as F
 
         index = ctx.read_state(STATE, self._index_path(ctx.state_path))
@@ -145,10 +147,13 @@ class EnrichView(ViewKindLogic):
             )
         reached = None
         for d in self.enrich.dimensions:
-            keys = routing.routed_left_keys(index, changes[d.table], self.table(d).key, route=d.id)
+            keys = routing.routed_left_keys(
+                index, changes[d.table], self.table(d).key, route=d.id, changed=ctx.changed.get(d.table)
+            )
             reached = keys if reached is None else reached.union(keys)
         assert reached is not None
-        return reached.distinct().select(F.col(routing.LEFT_KEY).alias(self.fact.key)).localCheckpoint()
+        done, count, _ = materialised(reached.distinct().select(F.col(routing.LEFT_KEY).alias(self.fact.key)))
+        return done, count
 
     # --- recompute -------------------------------------------------------------------------
 
@@ -159,11 +164,11 @@ class EnrichView(ViewKindLogic):
         if changes is not None:
             keys = changes[self.fact.name].select(self.fact.key)
             if self.propagate:
-                reached = self._reached(ctx, changes)
+                reached, count = self._reached(ctx, changes)
                 if fans_out(
                     ctx,
                     self.fact,
-                    reached.count(),
+                    count,
                     self.enrich.fanout_threshold,
                     self._counts,
                     changed="dimension keys",

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from lakejoin import quality, routing
+from lakejoin.key_ranges import materialised
 from lakejoin.spec import FkJoin, JoinHow, PipelineSpec, View
 from lakejoin.views.base import BatchContext, Rebuilt, Validation, ViewKindLogic, fans_out, state_rows
 
@@ -97,17 +98,17 @@ class FkJoinView(ViewKindLogic):
         self._left_changes = changes[self.left.name] if changes is not None else None
         if changes is not None:
             index = ctx.read_state()
-            routed = (
-                routing.routed_left_keys(index, changes[self.right.name], self.right.key)
-                .select(F.col(routing.LEFT_KEY).alias(self.left.key))
-                .localCheckpoint()
+            routed, reached, _ = materialised(
+                routing.routed_left_keys(
+                    index, changes[self.right.name], self.right.key, changed=ctx.changed.get(self.right.name)
+                ).select(F.col(routing.LEFT_KEY).alias(self.left.key))
             )
             # A right row referenced by many left rows (a popular customer) can reach a large
             # share of the output: then one recompute beats routing every key.
             if fans_out(
                 ctx,
                 self.left,
-                routed.count(),
+                reached,
                 self.join.fanout_threshold,
                 self._counts,
                 changed="right keys",

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from lakejoin.changes import CHANGE, ChangeKind, upserts
-from lakejoin.key_ranges import batch_range
+from lakejoin.key_ranges import materialised
 from lakejoin.spec import Duplicates, ListJoin, PipelineSpec, View
 from lakejoin.views.base import BatchContext, Rebuilt, Validation, ViewKindLogic, fans_out
 
@@ -133,10 +133,9 @@ class ListJoinView(ViewKindLogic):
             right_changed = changes[self.right.name].select(F.col(self.right.key).alias(ELEMENT))
             routed = state.select(LEFT_KEY).limit(0)  # no changed element: the state is not scanned
             reached = 0
-            if not right_changed.isEmpty():
+            if ctx.changed.get(self.right.name, 1):
                 routed = state.join(F.broadcast(right_changed), on=ELEMENT, how="left_semi")
-                routed = routed.select(LEFT_KEY).distinct().localCheckpoint()
-                reached = routed.count()
+                routed, reached, _ = materialised(routed.select(LEFT_KEY).distinct())
             # An element held by many lists (a popular tag) can reach a large share of the
             # output: then one recompute beats re-joining every list that holds it.
             if fans_out(
@@ -156,8 +155,8 @@ class ListJoinView(ViewKindLogic):
             ctx.require_unique(left_rows, self.left)
             right_rows = ctx.whole_source(self.right)
             ctx.require_unique(right_rows, self.right)
-            self._composite = composite_rows(left_rows, self.join, key).localCheckpoint()
-            self._counts.update(composite_rows_rebuilt=self._composite.count(), left_rows_carried=0)
+            self._composite, rebuilt, _ = materialised(composite_rows(left_rows, self.join, key))
+            self._counts.update(composite_rows_rebuilt=rebuilt, left_rows_carried=0)
             lists = joined_lists(
                 composite_rows(left_rows, self.join, key, outer=True),
                 right_rows,
@@ -169,12 +168,11 @@ class ListJoinView(ViewKindLogic):
 
         left_changed = changes[self.left.name]
         changed_keys = left_changed.select(F.col(key).alias(LEFT_KEY))
-        affected = changed_keys.union(routed).distinct().localCheckpoint()
+        affected, _, bounds = materialised(changed_keys.union(routed).distinct(), LEFT_KEY)
 
         left_rows = ctx.rows_of(self.left, affected.withColumnRenamed(LEFT_KEY, key), left_changed)
         ctx.require_unique(left_rows, self.left)
         new_composite = composite_rows(left_rows, self.join, key).localCheckpoint()
-        bounds = batch_range(ctx.spark, affected, LEFT_KEY)  # one range for the state and the output
         old_composite = state.where(bounds.covers(F.col(LEFT_KEY))).join(
             F.broadcast(affected), on=LEFT_KEY, how="left_semi"
         )
@@ -194,16 +192,18 @@ class ListJoinView(ViewKindLogic):
         if ctx.repairing:
             same_list = same_list.limit(0)
         output = ctx.spark.read.format("delta").load(self.view.path).where(bounds.covers(F.col(key)))
-        kept = (
-            output.select(F.col(key).alias(LEFT_KEY), self.join.into)
-            .join(F.broadcast(same_list), on=LEFT_KEY, how="left_semi")
-            .localCheckpoint()
+        kept, carried, _ = materialised(
+            output.select(F.col(key).alias(LEFT_KEY), self.join.into).join(
+                F.broadcast(same_list), on=LEFT_KEY, how="left_semi"
+            )
         )
         carried_keys = kept.select(LEFT_KEY)
         rejoin_rows = left_rows.join(
             F.broadcast(carried_keys.withColumnRenamed(LEFT_KEY, key)), on=key, how="left_anti"
         )
-        rejoin_composite = new_composite.join(F.broadcast(carried_keys), on=LEFT_KEY, how="left_anti")
+        rejoin_composite, rebuilt, _ = materialised(
+            new_composite.join(F.broadcast(carried_keys), on=LEFT_KEY, how="left_anti")
+        )
         wanted = (
             rejoin_composite.select(F.col(ELEMENT).alias(MATCH)).where(F.col(MATCH).isNotNull()).distinct()
         )
@@ -230,9 +230,7 @@ class ListJoinView(ViewKindLogic):
             rejoin_composite.join(F.broadcast(replaced), on=LEFT_KEY, how="left_semi"),
             old_composite.join(F.broadcast(replaced), on=LEFT_KEY, how="left_semi"),
         )
-        self._counts.update(
-            composite_rows_rebuilt=rejoin_composite.count(), left_rows_carried=carried_keys.count()
-        )
+        self._counts.update(composite_rows_rebuilt=rebuilt, left_rows_carried=carried)
         return Rebuilt(self._output_rows(left_rows, lists), affected.withColumnRenamed(LEFT_KEY, key))
 
     def _changed_composite(
