@@ -2,7 +2,7 @@
 
 - `GET /lakejoin/reports/`: the pipelines (the specs in `$LAKEJOIN_PIPELINES_DIR`), each with a
   link to its report index;
-- `GET /lakejoin/reports/<pipeline>/`: the pipeline's index, rendered from the batch records
+- `GET /lakejoin/reports/<pipeline>/`: the pipeline's index, rendered from the batch log
   and JSON reports as they are now;
 - `GET /lakejoin/reports/<pipeline>/<file>`: the files of that pipeline's reports folder
   (`<storage>/_lakejoin/reports/`), read-only; a folder serves its `index.html`;

@@ -87,8 +87,10 @@ def full_rewrite(spark):
     from pyspark.sql import functions as F
 
     v = F.when(F.col("id").between(100, 109), F.lit(99)).when(F.col("id") >= 1000, F.lit(5))
-    return spark.range(0, 1005).where(~F.col("id").between(990, 999)).select(
-        "id", v.otherwise(F.col("id") % 7).cast("long").alias("v"), F.lit(True).alias(KEEP)
+    return (
+        spark.range(0, 1005)
+        .where(~F.col("id").between(990, 999))
+        .select("id", v.otherwise(F.col("id") % 7).cast("long").alias("v"), F.lit(True).alias(KEEP))
     )
 
 

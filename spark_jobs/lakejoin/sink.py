@@ -48,6 +48,8 @@ def ensure_keyed_table(spark: SparkSession, path: str, schema: StructType, clust
     """
     from delta.tables import DeltaTable
 
+    if _exists(path):  # the usual case: decided from the log, without a Spark call
+        return
     deletion_vectors = spark.conf.get(DV_DEFAULT, None) or "true"
     (
         DeltaTable.createIfNotExists(spark)
@@ -67,12 +69,28 @@ def ensure_output(spark: SparkSession, path: str, schema: StructType, key: Seque
 
 def schema_drift(spark: SparkSession, path: str, schema: StructType) -> str | None:
     """How the output's columns differ from the ones a batch computes (None: they match)."""
-    current = spark.read.format("delta").load(path).schema
+    current = _schema(path)
     wanted = [(f.name, f.dataType.simpleString()) for f in schema.fields]
     have = [(f.name, f.dataType.simpleString()) for f in current.fields]
     if wanted == have:
         return None
     return f"the output has columns {have}, its inputs now give {wanted}"
+
+
+def _exists(path: str) -> bool:
+    from deltalake import DeltaTable
+
+    return bool(DeltaTable.is_deltatable(path))
+
+
+def _schema(path: str) -> StructType:
+    """The table's columns, from its Delta log (delta-rs): no Spark snapshot to load."""
+    import json
+
+    from deltalake import DeltaTable
+    from pyspark.sql.types import StructType
+
+    return StructType.fromJson(json.loads(DeltaTable(path).schema().to_json()))
 
 
 def drift_error(drift: str, *, where: str) -> SourceError:
@@ -347,7 +365,7 @@ def _stamped_write(
                 fix="nothing to do: that run commits the batch once; run again for newer changes",
             )
         if inserted:
-            failpoint("between_update_and_insert")
+            failpoint("between_output_commits")
     if inserted or present is None:
         with stamped(spark, commit.app, commit.final):
             new_rows.write.format("delta").mode("append").save(path)

@@ -76,8 +76,10 @@ def _where(view: View, source: Source) -> str:
     return f"view '{view.name}', source '{source.name}' ({source.path})"
 
 
-def view_batches(spec: PipelineSpec, view: View, log: BatchLog) -> ViewBatches:
-    """Read where the view's batches stand, and catch the batch log up with its output."""
+def view_batches(spec: PipelineSpec, view: View, log: BatchLog, *, need_pins: bool = True) -> ViewBatches:
+    """Read where the view's batches stand, and catch the batch log up with its output. Without
+    `need_pins` (a full refresh reads no earlier batch), a last batch whose pins are lost is no
+    error: it counts for the next batch id only."""
     app = app_id(spec.name, view.name)
     output = output_batches(view.path, app)
     history = log.history(view.name)
@@ -90,8 +92,9 @@ def view_batches(spec: PipelineSpec, view: View, log: BatchLog) -> ViewBatches:
         if newest is None:  # half written: the batch before it committed, the log says which
             committed = logged
         elif logged is None or logged.batch_id < newest:
-            committed = _catch_up(spec, view, newest)
-            log.append(committed)
+            committed = _catch_up(spec, view, newest, need_pins=need_pins)
+            if committed is not None:
+                log.append(committed)
         elif logged.batch_id > newest:
             raise BatchStateError(
                 f"the batch log says batch {logged.batch_id} committed, the output's own log says "
@@ -112,8 +115,10 @@ def view_batches(spec: PipelineSpec, view: View, log: BatchLog) -> ViewBatches:
     return ViewBatches(committed, half, max(ids, default=0) + 1)
 
 
-def _catch_up(spec: PipelineSpec, view: View, batch_id: int) -> BatchRecord:
+def _catch_up(spec: PipelineSpec, view: View, batch_id: int, *, need_pins: bool) -> BatchRecord | None:
     found = find_commit(view.path, lambda m: m.part == FINAL and m.batch_id == batch_id)
+    if found is None and not need_pins:
+        return None
     if found is None:
         raise BatchStateError(
             f"batch {batch_id} committed into the output, but neither the batch log nor what "
@@ -187,7 +192,7 @@ def plan_batch(
     spec: PipelineSpec, view: View, kind: ViewKindLogic, log: BatchLog, *, full_refresh: bool = False
 ) -> BatchPlan | Skip:
     """The next batch of `view`, or why there is none."""
-    batches = view_batches(spec, view, log)
+    batches = view_batches(spec, view, log, need_pins=not full_refresh)
     half = batches.half_written
     if half is not None and (not full_refresh or half.mode is BatchMode.FULL_REFRESH):
         # Its first output commit landed: finish it on exactly the versions it recorded.
