@@ -4,7 +4,7 @@
    (CDF on);
 2. run the pipeline's DAG with `airflow dags test` (the first batch loads every key);
 3. commit a few realistic change batches, running the DAG again after each;
-4. print the output tables and where the batch records and reports are.
+4. print the output tables and where the batch log and reports are.
 """
 
 from __future__ import annotations

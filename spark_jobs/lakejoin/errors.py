@@ -55,7 +55,8 @@ class QualityCheckError(LakejoinError):
 
 
 class BatchStateError(LakejoinError):
-    """The batch records of a view are inconsistent with what is asked."""
+    """A view's batches (its output's commits, its state tables, its batch log) are inconsistent
+    with what is asked."""
 
 
 class KeyConflictError(SourceError):

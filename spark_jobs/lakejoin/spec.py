@@ -191,7 +191,7 @@ class PipelineSpec:
 
     @property
     def state_path(self) -> str:
-        """Where lakejoin keeps its own tables (batch records, routing indexes, reports)."""
+        """Where lakejoin keeps its own tables (batch log, state tables, reports)."""
         return str(Path(self.storage) / "_lakejoin")
 
     def error(self, key: str, what: str, fix: str = "") -> SpecError:

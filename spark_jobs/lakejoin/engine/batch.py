@@ -10,6 +10,7 @@ batch is visible; after it, the batch happened, and the log row that follows is 
 from __future__ import annotations
 
 import enum
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -89,6 +90,7 @@ class BatchSummary:
 
 
 StepCallback = Callable[[Phase], None]
+logger = logging.getLogger(__name__)
 
 
 def view_logic(spec: PipelineSpec, view: View) -> ViewKindLogic:
@@ -233,7 +235,15 @@ def run_view(
     clock.enter(Phase.COMMIT)
     summary.outcome = BatchOutcome.COMMITTED
     clock.enter(None)
-    log.append(_record(plan, summary, BatchStatus.COMMITTED))
+    try:
+        log.append(_record(plan, summary, BatchStatus.COMMITTED))
+    except Exception:  # the batch committed; its row is rebuilt from the output by the next plan
+        logger.warning(
+            "lakejoin: batch %s of %s committed, its log row was not written",
+            plan.batch_id,
+            view.name,
+            exc_info=True,
+        )
     if summary.report is not None:
         quality.finish_report(spec, view, summary.report, summary.metrics())
     return summary
@@ -254,10 +264,21 @@ def _record(plan: BatchPlan, summary: BatchSummary, status: BatchStatus) -> Batc
 
 
 def _abandon(log: BatchLog, plan: BatchPlan, summary: BatchSummary, why: str) -> None:
-    """Log a batch that stopped before its output commit: nothing of it was written, and the next
-    run plans afresh under a new batch id (its report stays under this one)."""
-    summary.notes["abandoned"] = why
-    log.append(_record(plan, summary, BatchStatus.ABANDONED))
+    """Log a batch that stopped before its output commit. Nothing of it was written, and the next
+    run plans afresh under a new batch id (its report stays under this one); but a batch being
+    finished keeps its first output commit, and the next run tries to finish it again. Logging
+    is for people: a failure to log is a warning, never the error the caller sees."""
+    summary.notes["abandoned"] = why + (
+        " (its first output commit stays: the next run finishes it, or run with --full-refresh)"
+        if plan.finishing
+        else ""
+    )
+    try:
+        log.append(_record(plan, summary, BatchStatus.ABANDONED))
+    except Exception:
+        logger.warning(
+            "lakejoin: could not log abandoned batch %s of %s", plan.batch_id, plan.view, exc_info=True
+        )
 
 
 def _require_state(ctx: BatchContext, kind: ViewKindLogic) -> None:

@@ -194,7 +194,7 @@ def plan_batch(
     """The next batch of `view`, or why there is none."""
     batches = view_batches(spec, view, log, need_pins=not full_refresh)
     half = batches.half_written
-    if half is not None and (not full_refresh or half.mode is BatchMode.FULL_REFRESH):
+    if half is not None and not full_refresh:
         # Its first output commit landed: finish it on exactly the versions it recorded.
         return BatchPlan(
             view.name, half.batch_id, half.mode, half.start_versions, half.pinned_versions, finishing=True
@@ -268,7 +268,15 @@ def input_columns(spec: PipelineSpec, view: View, kind: ViewKindLogic, pinned: M
 
     schemas: dict[str, dict[str, str]] = {}
     for source in kind.sources:
-        table = DeltaTable(source.path, version=pinned[source.name])
+        try:
+            table = DeltaTable(source.path, version=pinned[source.name])
+        except Exception as exc:  # noqa: BLE001 - delta-rs: a version gone with log cleanup, a table gone
+            raise SourceError(
+                f"version {pinned[source.name]} of {source.path} cannot be read ({type(exc).__name__}: "
+                f"{str(exc).splitlines()[0] if str(exc) else ''})",
+                where=_where(view, source),
+                fix="rebuild the view from today's versions: lakejoin run SPEC --view VIEW --full-refresh",
+            ) from exc
         configuration = table.metadata().configuration
         if str(configuration.get("delta.enableChangeDataFeed", "false")).lower() != "true":
             raise ChangeFeedMissingError(

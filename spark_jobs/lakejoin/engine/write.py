@@ -113,9 +113,11 @@ def _concurrent(exc: Exception, batch_id: int, *, where: str) -> ConcurrentBatch
     text = str(exc)
     if "Concurrent" not in text and "DELTA_CONCURRENT" not in text:
         return None
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
     return ConcurrentBatchError(
-        f"another run of this view committed batch {batch_id} while this run was writing it; "
-        "this run stopped before its output commit",
+        f"another commit landed on this table while batch {batch_id} was writing it (another run of "
+        f"the view, or someone's OPTIMIZE, DELETE or UPDATE); this run stopped: {first}",
         where=where,
-        fix="nothing to do: the batch is committed once; run again for newer changes",
+        fix="run the view again: it plans from what is committed (and finishes a batch half written "
+        "into the output); do not run two batches of one view at once",
     )
