@@ -78,16 +78,6 @@ class KeyRange:
         return column.between(F.lit(self.lo), F.lit(self.hi))
 
 
-def batch_range(spark: SparkSession, keys: DataFrame, column: str) -> KeyRange:
-    """The range of `column` in a batch's `keys`, to filter a table by before a semi-join with
-    them (no range, so no filter, when key ranges are off).
-
-    >>> bounds = batch_range(spark, affected, "left_key")                # doctest: +SKIP
-    >>> old = state.where(bounds.covers(F.col("left_key")))              # doctest: +SKIP
-    """
-    return KeyRange.of(keys, column) if enabled(spark) else KeyRange(column)
-
-
 def write_laid_out(rows: DataFrame, path: str, key: str) -> None:
     """Append `rows` to the Delta table at `path`, files holding disjoint ranges of `key`."""
     (

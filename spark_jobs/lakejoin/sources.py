@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from lakejoin.errors import ChangeFeedMissingError, SourceError
+from lakejoin.errors import SourceError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -38,19 +38,6 @@ FIRST_HISTORY_PAGE = 16  # commits; a few writes may have landed after the pin
 Commits = Callable[[int], list[tuple[int, str]]]
 
 
-def may_hold_changes(spark: SparkSession, path: str, after: int, upto: int, *, role: str) -> bool:
-    """Can the versions (after, upto] of the table hold change rows? See `history_may_hold_changes`."""
-    if upto <= after:  # no new version (or the table went back): decided without the log
-        return upto < after
-    table = delta_table(spark, path, role=role)
-
-    def newest(limit: int) -> list[tuple[int, str]]:
-        rows = table.history(limit).select("version", "operation").collect()
-        return [(int(r["version"]), str(r["operation"])) for r in rows]
-
-    return history_may_hold_changes(newest, after, upto)
-
-
 def history_may_hold_changes(newest: Commits, after: int, upto: int) -> bool:
     """False only when a table's history shows every version in (after, upto] as a commit in
     NO_DATA_OPERATIONS; when in doubt (a version missing from the history), True.
@@ -76,21 +63,6 @@ def history_may_hold_changes(newest: Commits, after: int, upto: int) -> bool:
         limit *= 4
 
 
-def require_change_feed(spark: SparkSession, path: str, *, role: str) -> None:
-    """Fail with a fix when the table does not record a Change Data Feed."""
-    detail = delta_table(spark, path, role=role).detail().select("properties").first()
-    properties = (detail["properties"] if detail else None) or {}
-    if str(properties.get("delta.enableChangeDataFeed", "false")).lower() != "true":
-        raise ChangeFeedMissingError(
-            f"table {path} has no Change Data Feed, so its changes cannot be read incrementally",
-            where=role,
-            fix=(
-                f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES "
-                "(delta.enableChangeDataFeed = true), then run this view with --full-refresh once"
-            ),
-        )
-
-
 def data_files(spark: SparkSession, path: str) -> int:
     """How many data files the Delta table at `path` holds now (Delta's DESCRIBE DETAIL)."""
     from delta.tables import DeltaTable
@@ -102,10 +74,3 @@ def data_files(spark: SparkSession, path: str) -> int:
 def snapshot(spark: SparkSession, path: str, version: int) -> DataFrame:
     """The table as it was at `version`."""
     return spark.read.format("delta").option("versionAsOf", version).load(path)
-
-
-def column_types(spark: SparkSession, path: str, version: int, *, role: str) -> dict[str, str]:
-    """Column name -> Spark type of the table at `version`."""
-    delta_table(spark, path, role=role)
-    schema = snapshot(spark, path, version).schema
-    return {f.name: f.dataType.simpleString() for f in schema.fields}
