@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from lakejoin.spec import PipelineSpec
 
-TINY_ROWS = 2  # rows changed per source table in a tiny batch (6 tables: at most 12 rows)
+TINY_ROWS = 2  # rows changed per source table in a tiny batch (5 tables: at most 10 rows)
 LIMITS = {"tiny_seconds": 4.0, "nothing_new_seconds": 0.2, "jobs": 50, "commits": 2}
 
 
@@ -71,9 +71,21 @@ def run_views(spark: SparkSession, spec: PipelineSpec, label: str) -> dict[str, 
 
 
 def tiny_change(spark: SparkSession, maker: Any, batch: int) -> None:
-    """Update TINY_ROWS rows of every source table the views read."""
-    for table in ("orders", "orders_skewed", "customers", "products", "tags", "nations"):
-        ids = spark.range(batch * TINY_ROWS, (batch + 1) * TINY_ROWS)
+    """Update TINY_ROWS rows of every source table the views read. The rows are the tables'
+    highest ids: the benchmark's popular keys are its low ids (Zipf ranks), and a tiny change to
+    a popular customer or tag reaches thousands of rows, which is no longer a tiny batch. The
+    nations are left alone for the same reason: each of the 25 reaches 4 % of the orders (the
+    benchmark's hot_dim scenario measures that)."""
+    sizes = maker.sizes
+    counts = {
+        "orders": sizes.orders,
+        "orders_skewed": sizes.orders,
+        "customers": sizes.customers,
+        "products": sizes.products,
+        "tags": sizes.tags,
+    }
+    for table, count in counts.items():
+        ids = spark.range(count - (batch + 1) * TINY_ROWS, count - batch * TINY_ROWS)
         maker.merge(table, maker.updates(table, ids, 100 + batch).localCheckpoint())
 
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 PRESENT = "_lj_present"
 KEEP = "_lj_keep"  # merge_by_key: false deletes the row's key
+HELD = "_lj_held"  # the table already holds the row's key
 # Above this many keys a batch takes one MERGE: its rows are too many to broadcast from a
 # driver with Spark's default memory, and a shuffle of the table is then the cheaper join anyway.
 SPLIT_MERGE_MAX_KEYS = 500_000
@@ -302,15 +303,10 @@ def _merge_then_append(
     (an empty append), so that its pins are recorded."""
     from pyspark.sql import functions as F
 
-    keys = list(key)
-    table_keys = spark.read.format("delta").load(path).where(bounds.covers(F.col(keys[0]))).select(*keys)
-    existing, held, _ = materialised(
-        table_keys.join(F.broadcast(source.select(*keys)), on=keys, how="left_semi")
-    )
+    flagged, held, inserted = _held_by_table(spark, path, source, list(key), bounds)
     has_existing = held > 0
-    new_rows = source.where(F.col(KEEP)).join(F.broadcast(existing), on=keys, how="left_anti")
-    new_rows, inserted, _ = materialised(new_rows.select(*columns))
-    present = source.join(F.broadcast(existing), on=keys, how="left_semi")
+    new_rows = flagged.where(F.col(KEEP) & ~F.col(HELD)).select(*columns)
+    present = flagged.where(F.col(HELD)).drop(HELD)
     if commit is not None:
         merged = F.broadcast(present) if has_existing else None
         return _stamped_write(spark, path, merged, new_rows, columns, key, bounds, commit, inserted)
@@ -337,6 +333,34 @@ def _merge_then_append(
         deleted=counts.deleted,
         applied=counts.applied or inserted > 0,
     )
+
+
+def _held_by_table(
+    spark: SparkSession, path: str, source: DataFrame, keys: list[str], bounds: KeyRange
+) -> tuple[DataFrame, int, int]:
+    """`source` with a `HELD` column (the table holds the row's key), materialised once, and
+    how many source rows the table holds and how many are new rows to append, counted in that
+    same job. The table is read by key column alone, within the source's key range."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    table_keys = spark.read.format("delta").load(path).where(bounds.covers(F.col(keys[0]))).select(*keys)
+    held_keys = (
+        table_keys.join(F.broadcast(source.select(*keys)), on=keys, how="left_semi")
+        .dropDuplicates(keys)
+        .withColumn(HELD, F.lit(True))
+    )
+    flagged = source.join(F.broadcast(held_keys), on=keys, how="left").withColumn(
+        HELD, F.coalesce(F.col(HELD), F.lit(False))
+    )
+    observed = Observation()
+    done = flagged.observe(
+        observed,
+        F.sum(F.col(HELD).cast("long")).alias("held"),
+        F.sum((F.col(KEEP) & ~F.col(HELD)).cast("long")).alias("new"),
+    ).localCheckpoint()
+    row = observed.get
+    return done, int(row["held"] or 0), int(row["new"] or 0)
 
 
 def _stamped_write(

@@ -1,0 +1,121 @@
+"""Charge every Spark job a batch starts to the lakejoin line that started it.
+
+    python -m bench.job_lines --orders 20000
+
+Each py4j call made from lakejoin's code runs under a Spark job group named after the innermost
+lakejoin frame (file:line function), so Spark's status tracker can say how many jobs each line
+started. Builds the benchmark's tables, runs a first batch of every view, changes a few rows of
+every source, and prints the jobs of the next batch per view, line by line. A profiling aid for
+people, not a test and not a target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+_guard = threading.local()
+
+
+def _lakejoin_line() -> str:
+    frame: Any = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if "/lakejoin/" in name and "/bench/" not in name:
+            short = name.split("/lakejoin/", 1)[1]
+            return f"{short}:{frame.f_lineno} {frame.f_code.co_name}"
+        frame = frame.f_back
+    return "(outside lakejoin)"
+
+
+SECONDS: dict[str, float] = {}
+
+
+def attribute(spark: Any) -> set[str]:
+    """Patch py4j so every Java call runs under a job group named after its lakejoin line."""
+    from py4j import java_gateway
+
+    jsc = spark.sparkContext._jsc
+    groups: set[str] = set()
+    original = java_gateway.JavaMember.__call__
+    current: dict[str, str | None] = {"label": None}
+
+    def call(self: Any, *args: Any) -> Any:
+        if getattr(_guard, "busy", False):
+            return original(self, *args)
+        label = _lakejoin_line()
+        if label != current["label"]:
+            _guard.busy = True
+            try:
+                jsc.setJobGroup(label, label, False)
+            finally:
+                _guard.busy = False
+            current["label"] = label
+            groups.add(label)
+        started = time.perf_counter()
+        try:
+            return original(self, *args)
+        finally:
+            SECONDS[label] = SECONDS.get(label, 0.0) + time.perf_counter() - started
+
+    java_gateway.JavaMember.__call__ = call
+    return groups
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bench.changes import ChangeMaker
+    from bench.fixed_cost import tiny_change
+    from bench.tables import Sizes, write_sources
+    from bench.variants import spec_for
+    from lakejoin.engine.batch import run_view
+    from lakejoin.session import spark_session
+
+    parser = argparse.ArgumentParser(prog="python -m bench.job_lines", description=__doc__.split("\n")[0])
+    parser.add_argument("--orders", type=int, default=20_000)
+    parser.add_argument("--work", default="build/job-lines-lake")
+    parser.add_argument("--views", nargs="*", help="only these views (default: every view)")
+    parser.add_argument("--conf", nargs="*", default=[], help="Spark settings key=value, measured batch only")
+    args = parser.parse_args(argv)
+
+    work = Path(args.work)
+    shutil.rmtree(work, ignore_errors=True)
+    spark = spark_session(app_name="lakejoin-job-lines")
+    sizes = Sizes.at(args.orders)
+    paths = write_sources(spark, work, sizes, 42)
+    spec = spec_for("job_lines", work / "lakejoin", paths)
+    maker = ChangeMaker(spark, paths, sizes, 42)
+    for view in spec.view_order():
+        run_view(spark, spec, view)
+    tiny_change(spark, maker, 1)
+    for view in spec.view_order():
+        run_view(spark, spec, view)
+    tiny_change(spark, maker, 2)
+    for setting in args.conf:
+        spark.conf.set(*setting.split("=", 1))
+    tracker = spark.sparkContext.statusTracker()
+    groups = attribute(spark)
+    for view in spec.view_order():
+        if args.views and view not in args.views:
+            continue
+        seen = {g: len(tracker.getJobIdsForGroup(g)) for g in list(groups)}
+        SECONDS.clear()
+        summary = run_view(spark, spec, view)
+        jobs = Counter({g: len(tracker.getJobIdsForGroup(g)) - seen.get(g, 0) for g in list(groups)})
+        total = sum(jobs.values())
+        phases = ", ".join(f"{p} {s:.1f}" for p, s in summary.phase_seconds.items())
+        print(f"\n== {view}: {summary.outcome.value}, {total} jobs ({phases})")
+        for line in sorted(set(jobs) | set(SECONDS)):
+            if jobs.get(line) or SECONDS.get(line, 0) > 0.05:
+                print(f"  {jobs.get(line, 0):4d} jobs {SECONDS.get(line, 0):6.2f} s  {line}")
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
