@@ -27,11 +27,6 @@ ENABLED = "spark.lakejoin.keyRanges.enabled"
 # Rows per file when lakejoin lays a table out: small enough that a narrow range reads a small
 # share of a 15 M-row table, large enough that file counts stay in the tens.
 ROWS_PER_FILE = 250_000
-# Up to this many keys, a batch's lookups and MERGE conditions also name the keys themselves (a
-# literal IN list): Delta then skips every file whose min/max excludes all of them, which a
-# range of a few random keys (the whole table) cannot do. Reading the keys back is one small job
-# on rows already materialised; a longer list would cost more to plan than it saves.
-LISTED_KEYS_MAX = 1_000
 
 
 def enabled(spark: SparkSession) -> bool:
@@ -49,7 +44,6 @@ class KeyRange:
     column: str
     lo: Any = None
     hi: Any = None
-    values: tuple[Any, ...] | None = None  # every key, when few (LISTED_KEYS_MAX)
 
     @classmethod
     def of(cls, frame: DataFrame, column: str) -> KeyRange:
@@ -81,8 +75,7 @@ class KeyRange:
 
         if self.lo is None or self.hi is None:
             return F.lit(True)
-        within = column.between(F.lit(self.lo), F.lit(self.hi))
-        return within if self.values is None else within & column.isin(list(self.values))
+        return column.between(F.lit(self.lo), F.lit(self.hi))
 
 
 def write_laid_out(rows: DataFrame, path: str, key: str) -> None:
@@ -99,8 +92,7 @@ def write_laid_out(rows: DataFrame, path: str, key: str) -> None:
 
 def materialised(frame: DataFrame, column: str | None = None) -> tuple[DataFrame, int, KeyRange]:
     """Materialise `frame` once (a local checkpoint) and count its rows, and the range of
-    `column` when given, in that same Spark job (an observation), not in jobs of their own. Up
-    to LISTED_KEYS_MAX rows, the range also lists the keys (read back from the checkpoint).
+    `column` when given, in that same Spark job (an observation), not in jobs of their own.
 
     >>> keys, n, bounds = materialised(affected, "order_id")            # doctest: +SKIP
     """
@@ -113,8 +105,4 @@ def materialised(frame: DataFrame, column: str | None = None) -> tuple[DataFrame
     row = observed.get
     if column is None or not enabled(frame.sparkSession):
         return done, int(row["n"]), KeyRange(column or "")
-    bounds = KeyRange.from_row(frame, column, row)
-    if bounds.lo is not None and int(row["n"]) <= LISTED_KEYS_MAX:
-        listed = sorted({r[0] for r in done.select(column).collect() if r[0] is not None})
-        bounds = KeyRange(column, bounds.lo, bounds.hi, tuple(listed))
-    return done, int(row["n"]), bounds
+    return done, int(row["n"]), KeyRange.from_row(frame, column, row)
