@@ -90,7 +90,11 @@ def write_laid_out(rows: DataFrame, path: str, key: str) -> None:
     )
 
 
-def materialised(frame: DataFrame, column: str | None = None) -> tuple[DataFrame, int, KeyRange]:
+# What `materialised` gives: the materialised frame, its row count, the range of its key.
+Keys = tuple["DataFrame", int, KeyRange]
+
+
+def materialised(frame: DataFrame, column: str | None = None) -> Keys:
     """Materialise `frame` once (a local checkpoint) and count its rows, and the range of
     `column` when given, in that same Spark job (an observation), not in jobs of their own.
 

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
+    from lakejoin.key_ranges import Keys
+
 RIGHT_KEY = "right_key"
 LEFT_KEY = "left_key"
 
@@ -89,16 +91,21 @@ def refresh_routes(
     affected: DataFrame | None,
     left_key: str,
     fks: Mapping[str, str],
+    *,
+    known: Keys | None = None,
 ) -> None:
     """Bring the index at `path` in step with `left_rows`, the current rows of the affected left
     keys (of every left key when `affected` is None): one MERGE by left key. An affected key
     without a row, or whose every fk is null, loses its row. No affected key: nothing is
-    read or written."""
+    read or written. `known`: the affected keys as `key_ranges.materialised` gave them (frame,
+    count, range), when the caller has them (it saves asking again)."""
+    from dataclasses import replace
+
     from pyspark.sql import functions as F
 
     from lakejoin.sink import KEEP, merge_by_key, replace_output
 
-    if affected is not None and affected.isEmpty():
+    if affected is not None and (known[1] == 0 if known is not None else affected.isEmpty()):
         return
     columns = [*fks, LEFT_KEY]
     new_routes = routes(left_rows, left_key, fks)
@@ -110,7 +117,12 @@ def refresh_routes(
         replace_output(path, source.where(F.col(KEEP)).select(*columns))
         return
     ensure_index(spark, path, left_rows, left_key, fks)
-    merge_by_key(spark, path, source, [LEFT_KEY], columns, full=affected is None)
+    if affected is None or known is None:
+        merge_by_key(spark, path, source, [LEFT_KEY], columns, full=affected is None)
+        return
+    keys, count, bounds = known
+    known = (keys.select(F.col(left_key).alias(LEFT_KEY)), count, replace(bounds, column=LEFT_KEY))
+    merge_by_key(spark, path, source, [LEFT_KEY], columns, full=False, known=known)
 
 
 def index_columns(spark: SparkSession, path: str) -> list[str] | None:

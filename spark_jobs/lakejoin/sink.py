@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from lakejoin import key_ranges
 from lakejoin.engine.markers import OutputCommit, current_txn, failpoint, idempotent, stamped
 from lakejoin.errors import ConcurrentBatchError, SourceError
-from lakejoin.key_ranges import KeyRange, materialised, write_laid_out
+from lakejoin.key_ranges import KeyRange, Keys, materialised, write_laid_out
 from lakejoin.sources import data_files
 
 if TYPE_CHECKING:
@@ -144,13 +144,16 @@ def merge_affected(
     affected: DataFrame,
     key: Sequence[str],
     commit: OutputCommit | None = None,
+    *,
+    known: Keys | None = None,
 ) -> MergeCounts:
-    """Write the recomputed rows of the affected keys; affected keys with no row are deleted."""
+    """Write the recomputed rows of the affected keys; affected keys with no row are deleted.
+    `known`: `affected` as `key_ranges.materialised` gave it (frame, count, range)."""
     from pyspark.sql import functions as F
 
     source = affected.select(*key).join(recomputed.withColumn(PRESENT, F.lit(True)), on=list(key), how="left")
     source = source.withColumn(KEEP, F.col(PRESENT).isNotNull()).drop(PRESENT)
-    return merge_by_key(spark, path, source, key, recomputed.columns, full=False, commit=commit)
+    return merge_by_key(spark, path, source, key, recomputed.columns, full=False, commit=commit, known=known)
 
 
 def merge_full(
@@ -183,6 +186,7 @@ def merge_by_key(
     *,
     full: bool,
     commit: OutputCommit | None = None,
+    known: Keys | None = None,
 ) -> MergeCounts:
     """Make the table's rows under the keys of `source` what `source` says. A source row whose
     boolean `KEEP` column is false deletes its key; the others insert, or update a row whose
@@ -194,6 +198,11 @@ def merge_by_key(
     applies once per (app, version), even when a retry repeats the call after a crash between
     its two commits.
 
+    `known` (not with `full`): the keys of `source`, one row each, as `key_ranges.materialised`
+    gave them (frame, count, range). The write then probes the table with them, and `source`
+    (built from materialised frames) is materialised once, inside the probe's job, not in a
+    job of its own first.
+
     >>> rows = rows.withColumn(KEEP, F.lit(True))                             # doctest: +SKIP
     >>> merge_by_key(spark, path, rows, ["id"], rows.columns[:-1], full=False)  # doctest: +SKIP
     MergeCounts(inserted=2, updated=1, deleted=0, applied=True)
@@ -204,7 +213,11 @@ def merge_by_key(
         if key_ranges.enabled(spark) and data_files(spark, path) == 0:
             return _fill(spark, path, source.where(F.col(KEEP)).select(*columns), key[0], commit)
         source = _differences(spark, path, source.where(F.col(KEEP)), key, columns)
-    keyed, keys, bounds = materialised(source, key[0])
+    probe = None
+    if known is None or full:
+        keyed, keys, bounds = materialised(source, key[0])
+    else:
+        (probe, keys, bounds), keyed = known, source
     if keys > SPLIT_MERGE_MAX_KEYS:
         if commit is None:
             counts = _merge(spark, path, keyed, columns, key, inserts=True, bounds=bounds)
@@ -213,7 +226,7 @@ def merge_by_key(
                 merged = _merge(spark, path, keyed, columns, key, inserts=True, bounds=bounds)
             counts = _final_counts(path, commit, merged)
         return replace(counts, keys=keys)
-    return replace(_merge_then_append(spark, path, keyed, columns, key, bounds, commit), keys=keys)
+    return replace(_merge_then_append(spark, path, keyed, columns, key, bounds, commit, probe), keys=keys)
 
 
 def _differences(
@@ -269,20 +282,25 @@ def _fill(
     """A full write into a table with no files: an append laid out by key (see key_ranges),
     which later batches' MERGEs then read by range. Inside `markers.idempotent` a retry that
     finds the append done writes nothing and says so."""
-    from delta.tables import DeltaTable
-
-    from lakejoin.sources import latest_version
+    from deltalake import DeltaTable
 
     if commit is not None:
         with stamped(spark, commit.app, commit.final):
             write_laid_out(rows, path, first_key)
         return _final_counts(path, commit, MergeCounts())
-    before = latest_version(spark, path, role=path)
+    before = _version(path)
     write_laid_out(rows, path, first_key)
-    last = DeltaTable.forPath(spark, path).history(1).select("version", "operationMetrics").first()
-    if last is None or last["version"] == before:
+    last = DeltaTable(path).history(1)[0]
+    if last["version"] == before:
         return MergeCounts(applied=False)
-    return MergeCounts(inserted=int(last["operationMetrics"].get("numOutputRows", 0)))
+    return MergeCounts(inserted=int((last.get("operationMetrics") or {}).get("numOutputRows", 0)))
+
+
+def _version(path: str) -> int:
+    """The table's newest version, from its log (delta-rs): no Spark call."""
+    from deltalake import DeltaTable
+
+    return int(DeltaTable(path).version())
 
 
 def _merge_then_append(
@@ -293,6 +311,7 @@ def _merge_then_append(
     key: Sequence[str],
     bounds: KeyRange,
     commit: OutputCommit | None = None,
+    probe: DataFrame | None = None,
 ) -> MergeCounts:
     """Delta's MERGE joins the source with every file a key touches; once it also inserts, that
     join is an outer join, which shuffles those files whole (with random keys, the whole
@@ -303,28 +322,26 @@ def _merge_then_append(
     (an empty append), so that its pins are recorded."""
     from pyspark.sql import functions as F
 
-    flagged, held, inserted = _held_by_table(spark, path, source, list(key), bounds)
+    flagged, held, inserted = _held_by_table(spark, path, source, list(key), bounds, probe)
     has_existing = held > 0
     new_rows = flagged.where(F.col(KEEP) & ~F.col(HELD)).select(*columns)
     present = flagged.where(F.col(HELD)).drop(HELD)
     if commit is not None:
         merged = F.broadcast(present) if has_existing else None
         return _stamped_write(spark, path, merged, new_rows, columns, key, bounds, commit, inserted)
-    from lakejoin.sources import latest_version
-
     counts = MergeCounts()
     if has_existing:
         counts = _merge(spark, path, F.broadcast(present), columns, key, inserts=False, bounds=bounds)
     if inserted:
         failpoint("between_update_and_insert")
         txn = current_txn(spark)
-        before = latest_version(spark, path, role=path)
+        before = _version(path)
         if txn is None:
             new_rows.write.format("delta").mode("append").save(path)
         else:
             with idempotent(spark, f"{txn[0]}.inserts", txn[1]):
                 new_rows.write.format("delta").mode("append").save(path)
-        if latest_version(spark, path, role=path) == before:  # an earlier attempt appended them
+        if _version(path) == before:  # an earlier attempt appended them
             return MergeCounts(updated=counts.updated, deleted=counts.deleted, applied=False)
     # `applied`: this attempt wrote something (a retry may find the MERGE done, not the append).
     return MergeCounts(
@@ -336,17 +353,25 @@ def _merge_then_append(
 
 
 def _held_by_table(
-    spark: SparkSession, path: str, source: DataFrame, keys: list[str], bounds: KeyRange
+    spark: SparkSession,
+    path: str,
+    source: DataFrame,
+    keys: list[str],
+    bounds: KeyRange,
+    probe: DataFrame | None = None,
 ) -> tuple[DataFrame, int, int]:
     """`source` with a `HELD` column (the table holds the row's key), materialised once, and
     how many source rows the table holds and how many are new rows to append, counted in that
-    same job. The table is read by key column alone, within the source's key range."""
+    same job. The table is read by key column alone, within the source's key range, and
+    probed with `probe` (materialised keys of `source`) when given."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     table_keys = spark.read.format("delta").load(path).where(bounds.covers(F.col(keys[0]))).select(*keys)
     held_keys = (
-        table_keys.join(F.broadcast(source.select(*keys)), on=keys, how="left_semi")
+        table_keys.join(
+            F.broadcast((source if probe is None else probe).select(*keys)), on=keys, how="left_semi"
+        )
         .dropDuplicates(keys)
         .withColumn(HELD, F.lit(True))
     )

@@ -71,6 +71,28 @@ def data_files(spark: SparkSession, path: str) -> int:
     return int(detail["numFiles"] or 0) if detail else 0
 
 
+def logged_row_count(path: str, version: int) -> int | None:
+    """The table's rows at `version`, summed from its data files' statistics in the Delta log
+    (delta-rs): no Spark job. None when the log cannot say exactly: a file written without
+    statistics, or a table whose protocol allows deletion vectors (a file's `numRecords` then
+    still counts the rows its deletion vector removed, and delta-rs does not give the vector's
+    cardinality)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from deltalake import DeltaTable
+
+    table = DeltaTable(path, version=version)
+    if "deletionVectors" in (table.protocol().writer_features or []):
+        return None
+    files = pa.table(table.get_add_actions(flatten=True))
+    if "num_records" not in files.column_names:
+        return None if files.num_rows else 0
+    records = files["num_records"]
+    if records.null_count:
+        return None
+    return int(pc.sum(records).as_py() or 0)
+
+
 def snapshot(spark: SparkSession, path: str, version: int) -> DataFrame:
     """The table as it was at `version`."""
     return spark.read.format("delta").option("versionAsOf", version).load(path)

@@ -180,7 +180,9 @@ def run_view(
         changes = {}
         for s in kind.change_sources:
             where = ctx.where(s, plan.pinned_versions[s.name])
-            changes[s.name], summary.changed_keys[s.name] = source_changes(spark, s, plan, where=where)
+            changes[s.name], summary.changed_keys[s.name], ctx.changed_range[s.name] = source_changes(
+                spark, s, plan, where=where
+            )
         ctx.changed.update(summary.changed_keys)
 
     # 3-4. affected keys and recompute (the view kind's own rule)
@@ -217,7 +219,7 @@ def run_view(
     if plan.mode is not BatchMode.REPAIR:  # a repair re-derives rows at the state's own pins
         pins.update(write_state(ctx, kind))
         failpoint("after_state_write")
-    written = write_output(spark, spec, view, kind, plan, pins, recomputed, rebuilt.affected)
+    written = write_output(spark, spec, view, kind, plan, pins, recomputed, rebuilt)
     failpoint("after_output_commit")
     counts = written.counts
     summary.pinned_versions = pins

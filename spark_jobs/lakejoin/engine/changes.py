@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from lakejoin.changes import net_changes, no_changes, read_change_feed, translate_read_error
 from lakejoin.errors import NullKeyError
-from lakejoin.key_ranges import materialised
+from lakejoin.key_ranges import KeyRange, materialised
 from lakejoin.repair import repair_changes
 from lakejoin.sources import snapshot
 from lakejoin.spec import Source
@@ -23,23 +23,23 @@ NULL_KEY = "lakejoin: a change row has a null key"
 
 def source_changes(
     spark: SparkSession, source: Source, plan: BatchPlan, *, where: str
-) -> tuple[DataFrame, int]:
-    """The net change of every key of `source` in the plan's range, materialised once, and how
-    many keys changed (counted in the same job)."""
+) -> tuple[DataFrame, int, KeyRange]:
+    """The net change of every key of `source` in the plan's range, materialised once, how
+    many keys changed and their range (both taken in the same job: a state write of these keys
+    reads only their range)."""
     from pyspark.sql import functions as F
 
     first = plan.start_versions.get(source.name, -1) + 1
     last = plan.pinned_versions[source.name]
     if first > last:
-        return no_changes(snapshot(spark, source.path, last)), 0
+        return no_changes(snapshot(spark, source.path, last)), 0, KeyRange(source.key)
     try:
         if plan.repair_ends:
             rows = repair_changes(spark, source, first, plan.repair_ends[source.name], last)
         else:
             rows = net_changes(read_change_feed(spark, source.path, first, last), source.key)
         keyed = F.when(F.col(source.key).isNull(), F.raise_error(F.lit(NULL_KEY))).otherwise(F.lit(True))
-        done, changed, _ = materialised(rows.where(keyed))
-        return done, changed
+        return materialised(rows.where(keyed), source.key)
     except Exception as exc:  # Delta raises JVM errors; keep only the ones we can explain
         if NULL_KEY in str(exc):
             raise NullKeyError(

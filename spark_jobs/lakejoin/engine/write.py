@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from lakejoin.engine.plan import BatchPlan
-    from lakejoin.views.base import BatchContext, ViewKindLogic
+    from lakejoin.views.base import BatchContext, Rebuilt, ViewKindLogic
 
 
 def state_path(spec: PipelineSpec, view: View) -> str:
@@ -74,9 +74,10 @@ def write_output(
     plan: BatchPlan,
     pins: dict[str, int],
     recomputed: DataFrame,
-    affected: DataFrame | None,
+    rebuilt: Rebuilt,
 ) -> OutputWrite:
     """MERGE the recomputed rows into the output; its last commit carries the batch and `pins`."""
+    affected = rebuilt.affected
     where = f"view '{view.name}' output ({view.path})"
     keys = list(kind.output_key)
     ensure_output(spark, view.path, recomputed.schema, keys)
@@ -97,7 +98,10 @@ def write_output(
         elif affected is None:
             counts = merge_full(spark, view.path, recomputed, keys, commit)
         else:
-            counts = merge_affected(spark, view.path, recomputed, affected, keys, commit)
+            known = None
+            if rebuilt.affected_count is not None and rebuilt.bounds is not None:
+                known = (affected, rebuilt.affected_count, rebuilt.bounds)
+            counts = merge_affected(spark, view.path, recomputed, affected, keys, commit, known=known)
     except Exception as exc:
         concurrent = _concurrent(exc, plan.batch_id, where=where)
         if concurrent is None:

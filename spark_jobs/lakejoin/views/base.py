@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.errors import DuplicateKeyError, NullKeyError
-from lakejoin.sources import snapshot
+from lakejoin.key_ranges import KeyRange, Keys
+from lakejoin.sources import logged_row_count, snapshot
 from lakejoin.spec import PipelineSpec, Source, View
 
 if TYPE_CHECKING:
@@ -48,8 +49,12 @@ def fans_out(
     side) should recompute the whole view instead: above `threshold` of its rows, a full
     recompute is cheaper than routing every key (docs/bench/analysis.md). Records the figures in
     `counts` and the reason in the batch's notes."""
-    # Counting the rows is a scan: only pay for it when a change reaches any.
-    rows = ctx.snapshot(source).count() if reached else 0
+    # The log's file statistics count the rows without a Spark job; a table with deletion
+    # vectors is counted by a scan, and only when a change reaches any row.
+    rows = 0
+    if reached:
+        logged = logged_row_count(source.path, ctx.version(source))
+        rows = logged if logged is not None else ctx.snapshot(source).count()
     full = rows > 0 and reached > threshold * rows
     counts.update(
         fanout_facts=reached,
@@ -91,6 +96,7 @@ class BatchContext:
     metrics: dict[str, int] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
     changed: dict[str, int] = field(default_factory=dict)  # keys changed per change source
+    changed_range: dict[str, KeyRange] = field(default_factory=dict)  # their key range
     _snapshots: dict[str, DataFrame] = field(default_factory=dict)
 
     @property
@@ -112,6 +118,13 @@ class BatchContext:
         commit, may have written the table further)."""
         version = self.plan.pinned_versions.get(pin, -1)
         return self.spark.read.format("delta").option("versionAsOf", version).load(path or self.state_path)
+
+    def known_changes(self, source: Source, changes: DataFrame) -> Keys | None:
+        """The keys of `source` that changed in this batch (`changes`, its materialised net
+        change), how many, and their range (None: unknown, as in a full refresh)."""
+        if self.full or source.name not in self.changed_range:
+            return None
+        return changes.select(source.key), self.changed[source.name], self.changed_range[source.name]
 
     def version(self, source: Source) -> int:
         return self.plan.pinned_versions[source.name]
@@ -148,9 +161,13 @@ class BatchContext:
                 fix="deduplicate the source table (one row per key), or declare another key column",
             )
 
-    def rows_of(self, source: Source, keys: DataFrame, changes: DataFrame) -> DataFrame:
+    def rows_of(
+        self, source: Source, keys: DataFrame, changes: DataFrame, bounds: KeyRange | None = None
+    ) -> DataFrame:
         """The rows of `source` at the pinned version whose key is in `keys` (a column named like
-        the source's key), materialised.
+        the source's key), materialised, one row per key (checked here: callers need no
+        uniqueness check of their own). `bounds`, when given, says `keys` is materialised
+        already and spans that key range (it saves materialising the keys again).
 
         A key that changed in this batch takes its row from `changes` (its net change, which is
         its row as of the pin), so only the keys that did not change are looked up in the
@@ -163,7 +180,8 @@ class BatchContext:
         from lakejoin.key_ranges import materialised
 
         key = source.key
-        keys, _, bounds = materialised(keys, key)
+        if bounds is None:
+            keys, _, bounds = materialised(keys, key)
         # Only the files of the keys' range are read (key_ranges: the source's files hold key
         # ranges when it was written in key order, as CDC appends of growing keys are).
         snapshot = self.snapshot(source).where(bounds.covers(F.col(key)))
@@ -186,10 +204,14 @@ class BatchContext:
 
 @dataclass(frozen=True)
 class Rebuilt:
-    """A batch's recomputed output rows, and the output keys they replace (None: all keys)."""
+    """A batch's recomputed output rows, and the output keys they replace (None: all keys).
+    When the view kind materialised the affected keys it says how many there are and their
+    range (`key_ranges.materialised`), so the write does not materialise them again."""
 
     rows: DataFrame
     affected: DataFrame | None
+    affected_count: int | None = None
+    bounds: KeyRange | None = None
 
 
 @dataclass(frozen=True)

@@ -159,6 +159,7 @@ class EnrichView(ViewKindLogic):
 
     def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
         affected: DataFrame | None = None
+        count, bounds = None, None
         # Routes follow the fact rows only: the fan-out fallback below still writes just these.
         self._fact_changes = changes[self.fact.name] if changes is not None else None
         if changes is not None:
@@ -178,18 +179,18 @@ class EnrichView(ViewKindLogic):
                 else:
                     keys = keys.union(reached)
             if changes is not None:
-                affected = keys.distinct().localCheckpoint()
+                affected, count, bounds = materialised(keys.distinct(), self.fact.key)
         if affected is None:
             fact_rows = ctx.whole_source(self.fact)
+            ctx.require_unique(fact_rows, self.fact)
         else:
             assert changes is not None
-            fact_rows = ctx.rows_of(self.fact, affected, changes[self.fact.name])
-        ctx.require_unique(fact_rows, self.fact)
+            fact_rows = ctx.rows_of(self.fact, affected, changes[self.fact.name], bounds)
         dimensions = [
             self._dimension_rows(ctx, d, fact_rows, whole=affected is None) for d in self.enrich.dimensions
         ]
         self._fact_rows = fact_rows
-        return Rebuilt(recompute(fact_rows, dimensions), affected)
+        return Rebuilt(recompute(fact_rows, dimensions), affected, count, bounds)
 
     def _dimension_rows(
         self, ctx: BatchContext, d: Dimension, fact_rows: DataFrame, *, whole: bool
@@ -227,7 +228,9 @@ class EnrichView(ViewKindLogic):
         if self.propagate:
             path, fact = self._index_path(ctx.state_path), self.fact.key
             rows, keys = state_rows(self._fact_rows, self._fact_changes, fact)
-            routing.refresh_routes(ctx.spark, path, rows, keys, fact, self._routes())
+            changed = self._fact_changes
+            known = None if changed is None else ctx.known_changes(self.fact, changed)
+            routing.refresh_routes(ctx.spark, path, rows, keys, fact, self._routes(), known=known)
 
     def validations(self, ctx: BatchContext, written: DataFrame) -> list[Validation]:
         import great_expectations as gx

@@ -93,6 +93,7 @@ class FkJoinView(ViewKindLogic):
         from pyspark.sql import functions as F
 
         affected: DataFrame | None = None
+        count, bounds = None, None
         self._counts = {}
         # Routes follow the left rows only: the fan-out fallback below still writes just these.
         self._left_changes = changes[self.left.name] if changes is not None else None
@@ -117,26 +118,35 @@ class FkJoinView(ViewKindLogic):
                 changes = None
         if changes is None:
             left_rows = ctx.whole_source(self.left)
+            ctx.require_unique(left_rows, self.left)
             right_rows = ctx.whole_source(self.right)
         else:
-            affected = affected_keys(changes[self.left.name], routed, self.left.key).localCheckpoint()
-            # Materialised once: the checks, the join and the routes reuse them.
-            left_rows = ctx.rows_of(self.left, affected, changes[self.left.name])
+            affected, count, bounds = materialised(
+                affected_keys(changes[self.left.name], routed, self.left.key), self.left.key
+            )
+            # Materialised once, one row per key (rows_of checks it): the join and the routes
+            # reuse them.
+            left_rows = ctx.rows_of(self.left, affected, changes[self.left.name], bounds)
             right_rows = referenced_right_rows(
                 ctx.snapshot(self.right), left_rows, self.join.fk, self.right.key
             ).localCheckpoint()
-        ctx.require_unique(left_rows, self.left)
         ctx.require_unique(right_rows, self.right)
         self._left_rows = left_rows
         rows = recompute(
             left_rows, right_rows, self.join, right_key=self.right.key, right_columns=self._right_columns
         )
-        return Rebuilt(rows, affected)
+        return Rebuilt(rows, affected, count, bounds)
 
     def write_state(self, ctx: BatchContext) -> None:
         rows, keys = state_rows(self._left_rows, self._left_changes, self.left.key)
         routing.refresh_routes(
-            ctx.spark, ctx.state_path, rows, keys, self.left.key, {routing.RIGHT_KEY: self.join.fk}
+            ctx.spark,
+            ctx.state_path,
+            rows,
+            keys,
+            self.left.key,
+            {routing.RIGHT_KEY: self.join.fk},
+            known=None if self._left_changes is None else ctx.known_changes(self.left, self._left_changes),
         )
 
     def validations(self, ctx: BatchContext, written: DataFrame) -> list[Validation]:

@@ -22,6 +22,7 @@ first).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from lakejoin.changes import CHANGE, ChangeKind, upserts
@@ -168,10 +169,9 @@ class ListJoinView(ViewKindLogic):
 
         left_changed = changes[self.left.name]
         changed_keys = left_changed.select(F.col(key).alias(LEFT_KEY))
-        affected, _, bounds = materialised(changed_keys.union(routed).distinct(), LEFT_KEY)
-
-        left_rows = ctx.rows_of(self.left, affected.withColumnRenamed(LEFT_KEY, key), left_changed)
-        ctx.require_unique(left_rows, self.left)
+        affected, count, bounds = materialised(changed_keys.union(routed).distinct(), LEFT_KEY)
+        keys, key_bounds = affected.withColumnRenamed(LEFT_KEY, key), replace(bounds, column=key)
+        left_rows = ctx.rows_of(self.left, keys, left_changed, key_bounds)
         new_composite = composite_rows(left_rows, self.join, key).localCheckpoint()
         old_composite = state.where(bounds.covers(F.col(LEFT_KEY))).join(
             F.broadcast(affected), on=LEFT_KEY, how="left_semi"
@@ -231,7 +231,7 @@ class ListJoinView(ViewKindLogic):
             old_composite.join(F.broadcast(replaced), on=LEFT_KEY, how="left_semi"),
         )
         self._counts.update(composite_rows_rebuilt=rebuilt, left_rows_carried=carried)
-        return Rebuilt(self._output_rows(left_rows, lists), affected.withColumnRenamed(LEFT_KEY, key))
+        return Rebuilt(self._output_rows(left_rows, lists), keys, count, key_bounds)
 
     def _changed_composite(
         self, state: DataFrame, rows: DataFrame, left_changed: DataFrame
