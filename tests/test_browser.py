@@ -73,11 +73,14 @@ def airflow(shop):
 
 @pytest.fixture(scope="module")
 def browser():
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
     binary = shutil.which("chromium") or shutil.which("chromium-browser")
     if binary is None:
         pytest.fail("no Chromium on PATH: run scripts/install-test-tools.sh (make test does)", pytrace=False)
+    # Assertions wait as long as page actions do: on two busy cores the SPA can take more than
+    # Playwright's default 5 s to render a page (stop 28's CI run failed on a run page still loading).
+    expect.set_options(timeout=30_000)
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=binary, headless=True)
         yield playwright, chromium
@@ -191,7 +194,7 @@ def _trigger_with_full_refresh(page) -> None:
     dialog.get_by_role("button", name="Trigger", exact=True).click()
     # The dialog closes once the API server has created the run: on two busy cores that can take
     # longer than an assertion's default 5 s (CI, stop 27: the run was created, the check gave up).
-    expect(dialog, "the trigger dialog did not close: the form was refused").to_be_hidden(timeout=30_000)
+    expect(dialog, "the trigger dialog did not close: the form was refused").to_be_hidden()
 
 
 def _assert_the_view_was_built(lake: Lakehouse, spec_file: Path, ui: AirflowServer) -> int:
