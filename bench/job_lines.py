@@ -68,6 +68,17 @@ def attribute(spark: Any) -> set[str]:
     return groups
 
 
+def _stage_names(tracker: Any, job_ids: set[int]) -> Counter[str]:
+    """How many of these jobs' stages ran under each call-site name (skipped stages included)."""
+    names: Counter[str] = Counter()
+    for job_id in job_ids:
+        job = tracker.getJobInfo(job_id)
+        for stage_id in job.stageIds if job else []:
+            stage = tracker.getStageInfo(stage_id)
+            names[stage.name if stage else "(stage not retained)"] += 1
+    return names
+
+
 def main(argv: list[str] | None = None) -> int:
     from bench.changes import ChangeMaker
     from bench.fixed_cost import tiny_change
@@ -81,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", default="build/job-lines-lake")
     parser.add_argument("--views", nargs="*", help="only these views (default: every view)")
     parser.add_argument("--conf", nargs="*", default=[], help="Spark settings key=value, measured batch only")
+    parser.add_argument("--stages", action="store_true", help="also name the stages of each line's jobs")
     args = parser.parse_args(argv)
 
     work = Path(args.work)
@@ -103,16 +115,20 @@ def main(argv: list[str] | None = None) -> int:
     for view in spec.view_order():
         if args.views and view not in args.views:
             continue
-        seen = {g: len(tracker.getJobIdsForGroup(g)) for g in list(groups)}
+        seen = {g: set(tracker.getJobIdsForGroup(g)) for g in list(groups)}
         SECONDS.clear()
         summary = run_view(spark, spec, view)
-        jobs = Counter({g: len(tracker.getJobIdsForGroup(g)) - seen.get(g, 0) for g in list(groups)})
+        new = {g: set(tracker.getJobIdsForGroup(g)) - seen.get(g, set()) for g in list(groups)}
+        jobs = Counter({g: len(ids) for g, ids in new.items()})
         total = sum(jobs.values())
         phases = ", ".join(f"{p} {s:.1f}" for p, s in summary.phase_seconds.items())
         print(f"\n== {view}: {summary.outcome.value}, {total} jobs ({phases})")
         for line in sorted(set(jobs) | set(SECONDS)):
             if jobs.get(line) or SECONDS.get(line, 0) > 0.05:
                 print(f"  {jobs.get(line, 0):4d} jobs {SECONDS.get(line, 0):6.2f} s  {line}")
+                if args.stages:
+                    for name, count in sorted(_stage_names(tracker, new.get(line, set())).items()):
+                        print(f"         {count:4d} x {name}")
     spark.stop()
     return 0
 

@@ -25,6 +25,9 @@ HELD = "_lj_held"  # the table already holds the row's key
 SPLIT_MERGE_MAX_KEYS = 500_000
 # Delta's own default for new tables; when a session sets it, lakejoin follows it.
 DV_DEFAULT = "spark.databricks.delta.properties.defaults.enableDeletionVectors"
+# Whether Delta's MERGE materialises its source first ("auto": whenever the source's plan holds
+# anything but Delta scans, as a local checkpoint does).
+MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
 
 
 @dataclass(frozen=True)
@@ -453,7 +456,18 @@ def _merge(
         merge = merge.whenNotMatchedInsert(
             condition=keep, values={f"`{c}`": F.col(f"s.`{c}`") for c in columns}
         )
-    result = merge.execute()
+    # Every source lakejoin merges is a local checkpoint, or a join of checkpoints and pinned
+    # snapshots: deterministic and materialised already. Delta's "auto" would materialise it a
+    # second time (2 Spark jobs per MERGE) because a checkpoint is not a Delta scan.
+    previous = spark.conf.get(MATERIALIZE_SOURCE, None)
+    spark.conf.set(MATERIALIZE_SOURCE, "none")
+    try:
+        result = merge.execute()
+    finally:
+        if previous is None:
+            spark.conf.unset(MATERIALIZE_SOURCE)
+        else:
+            spark.conf.set(MATERIALIZE_SOURCE, previous)
     rows = result.collect() if result is not None else []
     if not rows:
         return MergeCounts(applied=False)

@@ -23,6 +23,22 @@ if TYPE_CHECKING:
     from lakejoin.engine.plan import BatchPlan
 
 STATE = "_routing"  # the name under which a plan pins the version of the view's state table
+# What `checked_unique` makes the job that materialises the rows fail with.
+DUPLICATE_KEY = "lakejoin: two rows hold one key"
+_HOLDERS = "_lj_holders"
+
+
+def checked_unique(rows: DataFrame, key: str) -> DataFrame:
+    """`rows`, failing with `DUPLICATE_KEY` inside the job that materialises them when two hold
+    the same `key`: the check is a window over rows that job reads anyway, not a scan of its
+    own. (The filter reads the window's column, so the optimizer can neither prune the check
+    nor move a join on the key below it.)"""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    holders = F.count(F.lit(1)).over(Window.partitionBy(key))
+    duplicate = F.when(F.col(_HOLDERS) > 1, F.raise_error(F.lit(DUPLICATE_KEY))).otherwise(F.lit(True))
+    return rows.withColumn(_HOLDERS, holders).where(duplicate).drop(_HOLDERS)
 
 
 def fanout_note(reached: int, rows: int, threshold: float, *, full: bool, changed: str, of: str) -> str:
@@ -161,6 +177,24 @@ class BatchContext:
                 fix="deduplicate the source table (one row per key), or declare another key column",
             )
 
+    def unique_rows(self, rows: DataFrame, source: Source) -> DataFrame:
+        """`rows` of `source` materialised (a local checkpoint), one per key: two rows with one
+        key raise DuplicateKeyError, found inside the materialising job (`checked_unique`)."""
+        return self.materialise_unique(
+            lambda: checked_unique(rows, source.key).localCheckpoint(), rows, source
+        )
+
+    def materialise_unique(self, materialise: Any, rows: DataFrame, source: Source) -> Any:
+        """`materialise()`, whose job checks `rows` with `checked_unique`; when that check fails,
+        DuplicateKeyError names the duplicate keys (`require_unique`, on the failing path only)."""
+        try:
+            return materialise()
+        except Exception as exc:
+            if DUPLICATE_KEY not in str(exc):
+                raise
+            self.require_unique(rows, source)
+            raise
+
     def rows_of(
         self, source: Source, keys: DataFrame, changes: DataFrame, bounds: KeyRange | None = None
     ) -> DataFrame:
@@ -186,10 +220,14 @@ class BatchContext:
         # ranges when it was written in key order, as CDC appends of growing keys are).
         snapshot = self.snapshot(source).where(bounds.covers(F.col(key)))
         # A net change holds one row per key, so it cannot show a key the source holds twice:
-        # that check reads the key column alone, not the rows.
-        self.require_unique(snapshot.select(key).join(F.broadcast(keys), on=key, how="left_semi"), source)
+        # the keys the snapshot holds are checked, by key column alone, in the job that finds
+        # which of them did not change.
+        held = snapshot.select(key).join(F.broadcast(keys), on=key, how="left_semi")
+        unchanged_keys_of = checked_unique(held, key).join(changes.select(key), on=key, how="left_anti")
+        rest, unchanged_keys, _ = self.materialise_unique(
+            lambda: materialised(unchanged_keys_of), held, source
+        )
         changed = upserts(changes).select(*snapshot.columns)
-        rest, unchanged_keys, _ = materialised(keys.join(changes.select(key), on=key, how="left_anti"))
         if unchanged_keys:
             unchanged = snapshot.join(F.broadcast(rest), on=key, how="left_semi")
             changed = changed.unionByName(unchanged)

@@ -198,9 +198,11 @@ class EnrichView(ViewKindLogic):
         table = self.table(d)
         if whole:
             rows = ctx.whole_source(table)
+            ctx.require_unique(rows, table)
         else:
-            rows = referenced_right_rows(ctx.snapshot(table), fact_rows, d.fk, table.key).localCheckpoint()
-        ctx.require_unique(rows, table)
+            rows = ctx.unique_rows(
+                referenced_right_rows(ctx.snapshot(table), fact_rows, d.fk, table.key), table
+            )
         return DimensionRows(d, rows, table.key, self._columns[d.id], self._broadcastable(ctx, table))
 
     def _broadcastable(self, ctx: BatchContext, table: Source) -> bool:

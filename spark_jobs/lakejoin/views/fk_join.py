@@ -120,6 +120,7 @@ class FkJoinView(ViewKindLogic):
             left_rows = ctx.whole_source(self.left)
             ctx.require_unique(left_rows, self.left)
             right_rows = ctx.whole_source(self.right)
+            ctx.require_unique(right_rows, self.right)
         else:
             affected, count, bounds = materialised(
                 affected_keys(changes[self.left.name], routed, self.left.key), self.left.key
@@ -127,10 +128,10 @@ class FkJoinView(ViewKindLogic):
             # Materialised once, one row per key (rows_of checks it): the join and the routes
             # reuse them.
             left_rows = ctx.rows_of(self.left, affected, changes[self.left.name], bounds)
-            right_rows = referenced_right_rows(
-                ctx.snapshot(self.right), left_rows, self.join.fk, self.right.key
-            ).localCheckpoint()
-        ctx.require_unique(right_rows, self.right)
+            right_rows = ctx.unique_rows(
+                referenced_right_rows(ctx.snapshot(self.right), left_rows, self.join.fk, self.right.key),
+                self.right,
+            )
         self._left_rows = left_rows
         rows = recompute(
             left_rows, right_rows, self.join, right_key=self.right.key, right_columns=self._right_columns

@@ -207,12 +207,12 @@ class ListJoinView(ViewKindLogic):
         wanted = (
             rejoin_composite.select(F.col(ELEMENT).alias(MATCH)).where(F.col(MATCH).isNotNull()).distinct()
         )
-        right_rows = (
-            ctx.snapshot(self.right)
-            .join(F.broadcast(wanted), F.col(self.right.key) == wanted[MATCH], how="left_semi")
-            .localCheckpoint()
+        right_rows = ctx.unique_rows(
+            ctx.snapshot(self.right).join(
+                F.broadcast(wanted), F.col(self.right.key) == wanted[MATCH], how="left_semi"
+            ),
+            self.right,
         )
-        ctx.require_unique(right_rows, self.right)
         lists = joined_lists(
             composite_rows(rejoin_rows, self.join, key, outer=True),
             right_rows,
