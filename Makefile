@@ -42,7 +42,7 @@ lint: $(VENV)/.installed
 	$(BIN)/mypy bench
 
 # Incremental batches against full recompute (issue 6): figures to docs/benchmarks.md.
-# The full matrix takes hours on 2 cores; the smoke run (300 k orders, 1 % change) minutes.
+# The full matrix takes hours on 2 cores; the smoke run (100 k orders, 1 % change) minutes.
 bench: install
 	$(BIN)/python -m bench
 
