@@ -330,13 +330,17 @@ CLI_TIMEOUT = 480  # a cold Spark JVM on a busy 2-core machine
 
 
 def run_cli_with_failpoint(
-    spec_file: str, failpoint: str = "after_output_merge"
+    spec_file: str, failpoint: str = "after_output_merge", conf: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:
     """`lakejoin run --no-checks` in its own JVM, SIGKILLed at the failpoint (by default right
-    after a batch's output write). Checks run before the output commit and are other tests'
-    subject; without them the cold process does not import Great Expectations (about 15 s)."""
+    after a batch's output write), with Spark settings `conf` (Spark's own `--conf`, through
+    PYSPARK_SUBMIT_ARGS). Checks run before the output commit and are other tests' subject;
+    without them the cold process does not import Great Expectations (about 15 s)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_GATEWAY")}
     env.update({FAILPOINT: failpoint, "GX_ANALYTICS_ENABLED": "False"})
+    if conf:
+        settings = " ".join(f"--conf {key}={value}" for key, value in conf.items())
+        env["PYSPARK_SUBMIT_ARGS"] = f"{settings} pyspark-shell"
     return subprocess.run(
         [sys.executable, "-m", "lakejoin.cli", "run", spec_file, "--no-checks"],
         env=env,

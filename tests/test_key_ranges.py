@@ -175,6 +175,46 @@ def test_a_batch_in_one_key_range_reads_no_file_outside_it(spark, tmp_path, monk
     assert rows_by_key(spark, path) == expected
 
 
+def test_a_batch_of_a_few_scattered_keys_is_one_merge_that_reads_only_their_files(
+    spark, tmp_path, monkeypatch
+):
+    """Keys 5, 505 and 1000 span the whole key range, yet the MERGE lists them, so Delta reads
+    only the files that hold them; its one commit updates, deletes and inserts, and the change
+    feed holds those three keys only. Forced to split, the same batch takes two commits."""
+    from pyspark.sql import functions as F
+
+    from lakejoin.sink import ONE_MERGE_MAX_KEYS
+    from lakejoin.sources import latest_version
+
+    path = filled(spark, tmp_path, monkeypatch)
+    before = latest_version(spark, path, role=path)
+    batch = spark.createDataFrame(
+        [(5, 99, True), (505, 0, False), (1000, 1, True)], "id long, v long, _lj_keep boolean"
+    )
+    far = file_ranges(spark, path, "id")[3][0]  # ids 300..399
+
+    with moved_away(far, tmp_path):
+        counts = merge_by_key(spark, path, batch, ["id"], ["id", "v"], full=False)
+
+    assert (counts.inserted, counts.updated, counts.deleted, counts.keys) == (1, 1, 1, 3)
+    assert latest_version(spark, path, role=path) == before + 1
+    assert change_rows(spark, path, before + 1) == [
+        (5, "update_postimage"),
+        (505, "delete"),
+        (1000, "insert"),
+    ]
+
+    spark.conf.set(ONE_MERGE_MAX_KEYS, "0")
+    try:
+        again = batch.select("id", (F.col("v") + 1).alias("v"), F.lit(True).alias(KEEP))
+        split = merge_by_key(spark, path, again, ["id"], ["id", "v"], full=False)
+    finally:
+        spark.conf.unset(ONE_MERGE_MAX_KEYS)
+    assert (split.inserted, split.updated, split.deleted) == (1, 2, 0)
+    assert latest_version(spark, path, role=path) == before + 3  # the MERGE, then the append
+    assert rows_by_key(spark, path)[505] == 1 and rows_by_key(spark, path)[1000] == 2
+
+
 def test_without_key_ranges_the_same_batch_reads_every_file(spark, tmp_path, monkeypatch):
     """The converse of the test above, so that test's moved file proves something."""
     path = filled(spark, tmp_path, monkeypatch)

@@ -24,6 +24,7 @@ from lakejoin.engine.records import BatchMode, BatchRecord, BatchStatus
 from lakejoin.engine.write import state_path
 from lakejoin.errors import BatchStateError, QualityCheckError
 from lakejoin.pending import pending_work
+from lakejoin.sink import ONE_MERGE_MAX_KEYS
 from lakejoin.sources import history_may_hold_changes
 from tests.lakehouse import (
     CLI_TIMEOUT,
@@ -210,20 +211,23 @@ def test_only_maintenance_commits_are_nothing_new_and_history_is_read_newest_fir
 
 @pytest.mark.parametrize("point", ["after_state_write", "between_output_commits", "after_output_commit"])
 def test_a_batch_killed_at_a_commit_point_ends_exact_on_the_next_run(lake, point):
-    """Batch 2 updates keys the output holds and inserts a new one, so its output write takes
-    two commits: the MERGE (stamped as the batch's first) and the append (the batch commit).
+    """Batch 2 updates keys the output holds and inserts a new one. A batch of a few keys is
+    written by one MERGE, the batch commit; with the split write forced (`ONE_MERGE_MAX_KEYS` 0,
+    as for a batch of many keys) it takes two commits: the MERGE of the keys the output holds
+    (stamped as the batch's first) and the append (the batch commit).
     - killed after its state write: nothing of the batch is visible; the next run plans afresh,
       at newer versions, over a state table the dead run already wrote;
     - killed between its two output commits: the next run finishes batch 2 on exactly the
       versions its first commit recorded (Delta skips that commit), then batch 3 follows;
-    - killed after its batch commit, before its log row: batch 2 happened; the next plan
-      rebuilds its log row from the output's log and runs batch 3."""
+    - killed after its batch commit (one MERGE), before its log row: batch 2 happened; the next
+      plan rebuilds its log row from the output's log and runs batch 3."""
     spec = seeded(lake)
     assert lake.run(spec, checks=False).batch_id == 1
     change_everything_once(lake)
     before = versions(spec)
 
-    crashed = run_cli_with_failpoint(spec.file, point)
+    split = {ONE_MERGE_MAX_KEYS: "0"} if point == "between_output_commits" else None
+    crashed = run_cli_with_failpoint(spec.file, point, conf=split)
 
     assert crashed.returncode == -signal.SIGKILL, crashed.stdout + crashed.stderr
     after_crash = versions(spec)
@@ -231,7 +235,7 @@ def test_a_batch_killed_at_a_commit_point_ends_exact_on_the_next_run(lake, point
     assert after_crash["state"] > before["state"]  # the state write comes first
     expected_txn = {"after_state_write": 3, "between_output_commits": 4, "after_output_commit": 5}[point]
     assert output_txn(spec) == expected_txn
-    assert after_crash["output"] == before["output"] + {3: 0, 4: 1, 5: 2}[expected_txn]
+    assert after_crash["output"] == before["output"] + {3: 0, 4: 1, 5: 1}[expected_txn]
     crash_pins = {"products": version(lake.path("products")), "merchants": version(lake.path("merchants"))}
 
     change_after_the_crash(lake)  # they belong to a later batch than the one the crash cut
@@ -304,7 +308,7 @@ def test_a_view_racing_its_upstream_pins_the_upstreams_last_batch_commit(lake):
     lake.run(spec, "products_by_name", checks=False)
     change_everything_once(lake)
 
-    crashed = run_cli_with_failpoint(spec.file, "between_output_commits")
+    crashed = run_cli_with_failpoint(spec.file, "between_output_commits", conf={ONE_MERGE_MAX_KEYS: "0"})
     assert crashed.returncode == -signal.SIGKILL, crashed.stdout + crashed.stderr
     assert output_txn(spec) == 4
 

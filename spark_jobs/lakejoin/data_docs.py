@@ -29,8 +29,15 @@ INDEX_LIMIT = 200  # validation results listed on GE's index page, newest first
 KEPT_BATCHES = 200  # a view's batches whose validation results and Data Docs pages are kept
 # A batch of at most this many rows is validated on the driver (GE's pandas engine), after one
 # Spark job that collects them; GE's Spark engine runs one or two jobs per metric over the rows'
-# whole plan (10-21 jobs and 1-2 s a tiny batch, session 29). Larger batches stay in Spark.
+# whole plan (10-21 jobs and 1-2 s a tiny batch, session 29). Larger batches stay in Spark. The
+# choice is made from the batch's row count, which the batch already knows (`on_driver`): a trial
+# collect of a large batch would be a scan thrown away.
 DRIVER_ROWS = 100_000
+
+
+def on_driver(rows: int | None) -> bool:
+    """Whether a batch of `rows` rows (None: not known) is validated on the driver."""
+    return rows is not None and rows <= DRIVER_ROWS
 
 
 @dataclass(frozen=True)
@@ -62,8 +69,17 @@ class DataDocs:
         return cls._open[key]
 
     def validate(
-        self, view: str, batch_id: int, scope: str, frame: DataFrame, expectations: list[Any]
+        self,
+        view: str,
+        batch_id: int,
+        scope: str,
+        frame: DataFrame,
+        expectations: list[Any],
+        *,
+        driver: bool = False,
     ) -> Validated:
+        """Validate `frame` against `expectations`: collected once and validated on the driver
+        with `driver` (see `on_driver`), else by GE's Spark engine."""
         import great_expectations as gx
         from great_expectations.core.run_identifier import RunIdentifier
         from great_expectations.data_context.types.resource_identifiers import (
@@ -73,7 +89,7 @@ class DataDocs:
 
         self._serial += 1
         name = f"{view}.{scope}"
-        data, engine = _on_driver_if_small(frame)
+        data, engine = (frame.toArrow().to_pandas(), "pandas") if driver else (frame, "spark")
         suite = self.context.suites.add_or_update(gx.ExpectationSuite(name=name, expectations=expectations))
         definition = self.context.validation_definitions.add(
             gx.ValidationDefinition(
@@ -128,15 +144,6 @@ class DataDocs:
             return asset.get_batch_definition("whole")
         except (KeyError, LookupError):
             return asset.add_batch_definition_whole_dataframe("whole")
-
-
-def _on_driver_if_small(frame: DataFrame) -> tuple[Any, str]:
-    """The rows as a pandas frame when there are at most DRIVER_ROWS (one Spark job, through
-    Arrow), else the Spark frame itself; and the engine GE validates them with."""
-    rows = frame.limit(DRIVER_ROWS + 1).toArrow()
-    if rows.num_rows <= DRIVER_ROWS:
-        return rows.to_pandas(), "pandas"
-    return frame, "spark"
 
 
 def _context(root: Path) -> Any:

@@ -87,15 +87,20 @@ def check_batch(
     validations: list[Validation],
     *,
     rows: DataFrame | None = None,
+    size: int | None = None,
     metrics: dict[str, int] | None = None,
 ) -> QualityReport:
     """Run the view's validations and its user suite (on `rows`, the output rows the batch is
     about to write), before the batch's output commit; write the report, its Data Docs and
     pages; raise QualityCheckError on a failed critical check (then nothing is committed).
 
+    `size`: how many rows the batch writes, when known. Every validation's rows are at most that
+    many (one per written row, `ViewKindLogic.validations`), so it decides where GE validates them
+    (`data_docs.on_driver`) without a count of its own.
+
     `metrics` (the batch's counts and phase durations so far) go into the report and its page.
     """
-    from lakejoin.data_docs import DataDocs
+    from lakejoin.data_docs import DataDocs, on_driver
     from lakejoin.suites import user_suite
     from lakejoin.views.base import Validation
 
@@ -103,7 +108,11 @@ def check_batch(
     if suite is not None and rows is not None:
         validations = [*validations, Validation(USER_SUITE, rows, suite.expectations)]
     docs = DataDocs.at(reports_root(spec))
-    runs = [docs.validate(view.name, plan.batch_id, v.scope, v.rows, v.expectations) for v in validations]
+    driver = on_driver(size)
+    runs = [
+        docs.validate(view.name, plan.batch_id, v.scope, v.rows, v.expectations, driver=driver)
+        for v in validations
+    ]
     pages = _data_docs(docs, view, plan.batch_id, runs)
     checks = [check for run, page in zip(runs, pages, strict=True) for check in _checks(run, page)]
     report_path = write_report(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lakejoin import key_ranges
 from lakejoin.engine.markers import OutputCommit, current_txn, failpoint, idempotent, stamped
@@ -23,6 +23,14 @@ HELD = "_lj_held"  # the table already holds the row's key
 # Above this many keys a batch takes one MERGE: its rows are too many to broadcast from a
 # driver with Spark's default memory, and a shuffle of the table is then the cheaper join anyway.
 SPLIT_MERGE_MAX_KEYS = 500_000
+# At most this many keys (the default; a Spark conf may set it) a batch is written by one MERGE
+# that also inserts, with the keys as literals in its condition: Delta then reads only the files
+# that hold them, and the outer join an insert needs shuffles those few files. Above it, the
+# keys fall in most files, and the split write (a probe of which keys the table holds, a MERGE
+# of those without inserts, an append of the new ones) avoids shuffling the whole table. The
+# literals are equalities joined by OR: Delta 4.4 skips files on those, not on an IN list.
+ONE_MERGE_MAX_KEYS = "spark.lakejoin.write.oneMergeMaxKeys"
+ONE_MERGE_DEFAULT = 100
 # Delta's own default for new tables; when a session sets it, lakejoin follows it.
 DV_DEFAULT = "spark.databricks.delta.properties.defaults.enableDeletionVectors"
 # Whether Delta's MERGE materialises its source first ("auto": whenever the source's plan holds
@@ -221,15 +229,46 @@ def merge_by_key(
         keyed, keys, bounds = materialised(source, key[0])
     else:
         (probe, keys, bounds), keyed = known, source
-    if keys > SPLIT_MERGE_MAX_KEYS:
+    small = not full and 0 < keys <= one_merge_max_keys(spark)
+    if small or keys > SPLIT_MERGE_MAX_KEYS:
+        listed = None
+        if small and key_ranges.enabled(spark):
+            listed = _key_values(keyed if probe is None else probe, key[0])
         if commit is None:
-            counts = _merge(spark, path, keyed, columns, key, inserts=True, bounds=bounds)
+            counts = _merge(spark, path, keyed, columns, key, inserts=True, bounds=bounds, listed=listed)
         else:
             with stamped(spark, commit.app, commit.final):
-                merged = _merge(spark, path, keyed, columns, key, inserts=True, bounds=bounds)
+                merged = _merge(spark, path, keyed, columns, key, inserts=True, bounds=bounds, listed=listed)
             counts = _final_counts(path, commit, merged)
         return replace(counts, keys=keys)
     return replace(_merge_then_append(spark, path, keyed, columns, key, bounds, commit, probe), keys=keys)
+
+
+def one_merge_max_keys(spark: SparkSession) -> int:
+    """Up to how many keys a batch's write is one MERGE (`ONE_MERGE_MAX_KEYS`)."""
+    return int(spark.conf.get(ONE_MERGE_MAX_KEYS, None) or ONE_MERGE_DEFAULT)
+
+
+def _key_values(keys: DataFrame, column: str) -> list[Any] | None:
+    """The distinct values of `column` in a small materialised frame of keys, for a literal list
+    in a MERGE condition (None for a type whose values may not come back from Python as the same
+    literal, as `KeyRange` does)."""
+    from pyspark.sql.types import DateType, DecimalType, IntegralType, StringType
+
+    if not isinstance(keys.schema[column].dataType, (IntegralType, StringType, DateType, DecimalType)):
+        return None
+    return sorted({row[0] for row in keys.select(column).collect() if row[0] is not None})
+
+
+def _any_of(column: Column, values: Sequence[Any]) -> Column:
+    """`column` equals one of `values` (not empty), as equalities joined by OR in a balanced
+    tree (a predicate Delta skips files on; the tree keeps the expression shallow)."""
+    from pyspark.sql import functions as F
+
+    if len(values) == 1:
+        return column == F.lit(values[0])
+    half = len(values) // 2
+    return _any_of(column, values[:half]) | _any_of(column, values[half:])
 
 
 def _differences(
@@ -433,9 +472,10 @@ def _merge(
     *,
     inserts: bool,
     bounds: KeyRange | None = None,
+    listed: list[Any] | None = None,
 ) -> MergeCounts:
-    """One MERGE. `bounds`, the source's key range, lets Delta skip the target's files outside
-    it."""
+    """One MERGE. `bounds`, the source's key range, and `listed`, every value the source holds
+    in the key's first column, let Delta skip the target's files that hold none of them."""
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
@@ -444,6 +484,8 @@ def _merge(
     on = _same_key("t", "s", key)
     if bounds is not None:
         on = bounds.covers(F.col(f"t.`{bounds.column}`")) & on
+    if listed:
+        on = _any_of(F.col(f"t.`{key[0]}`"), listed) & on
     keep = F.col(f"s.`{KEEP}`")
     merge = (
         DeltaTable.forPath(spark, path)

@@ -207,6 +207,7 @@ def run_view(
                 plan,
                 kind.validations(ctx, recomputed),
                 rows=recomputed,
+                size=summary.recomputed_rows,
                 metrics=summary.metrics(),
             ).report_path
         except QualityCheckError as exc:

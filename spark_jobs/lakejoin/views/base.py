@@ -314,4 +314,5 @@ class ViewKindLogic(ABC):
     @abstractmethod
     def validations(self, ctx: BatchContext, written: DataFrame) -> list[Validation]:
         """Great Expectations checks of the rows the batch is about to write (run before its
-        output commit: a failing blocking check leaves nothing committed)."""
+        output commit: a failing blocking check leaves nothing committed). Each validation's
+        rows are at most one per row of `written` (the checks choose their engine by that count)."""
