@@ -60,9 +60,7 @@ def routed_left_keys(
 def ensure_index(
     spark: SparkSession, path: str, left_rows: DataFrame, left_key: str, fks: Mapping[str, str]
 ) -> None:
-    """Create the index if it does not exist, typed after the left rows' key and fk columns.
-    One route is clustered by its right key, several by the left key (Delta clusters by at most
-    four columns)."""
+    """Create the index if it does not exist, typed after the left rows' key and fk columns."""
     from pyspark.sql.types import StructField, StructType
 
     from lakejoin.sink import ensure_keyed_table
@@ -72,7 +70,7 @@ def ensure_index(
         [StructField(route, types[fk].dataType, True) for route, fk in fks.items()]
         + [StructField(LEFT_KEY, types[left_key].dataType, False)]
     )
-    ensure_keyed_table(spark, path, schema, list(fks) if len(fks) == 1 else [LEFT_KEY])
+    ensure_keyed_table(spark, path, schema)
 
 
 def _any_route(fks: Mapping[str, str]) -> Column:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from lakejoin import key_ranges
+from lakejoin import driver_merge, key_ranges
 from lakejoin.engine.markers import OutputCommit, current_txn, failpoint, idempotent, stamped
 from lakejoin.errors import ConcurrentBatchError, SourceError
 from lakejoin.key_ranges import KeyRange, Keys, materialised, write_laid_out
@@ -48,10 +48,14 @@ class MergeCounts:
     keys: int = 0  # the keys the write covered (merge_affected: the batch's affected keys)
 
 
-def ensure_keyed_table(spark: SparkSession, path: str, schema: StructType, cluster_by: Sequence[str]) -> None:
+def ensure_keyed_table(spark: SparkSession, path: str, schema: StructType) -> None:
     """Create a table lakejoin MERGEs into (an output or a state table) if it does not exist:
-    CDF on, clustered by `cluster_by`, deletion vectors on unless the session's Delta default
-    for new tables (`DV_DEFAULT`) turns them off.
+    CDF on, deletion vectors on unless the session's Delta default for new tables
+    (`DV_DEFAULT`) turns them off.
+
+    Not clustered: lakejoin lays its tables out by key itself (key_ranges), and delta-rs, which
+    writes a batch of few keys (driver_merge.py), does not write clustered tables. A table a
+    person clusters (ALTER TABLE ... CLUSTER BY) keeps working; its batches take Spark's MERGE.
 
     A batch's changed keys fall on random rows of every file. Without deletion vectors each
     MERGE rewrites every file it touches, which is the whole table; with them it writes the
@@ -69,14 +73,13 @@ def ensure_keyed_table(spark: SparkSession, path: str, schema: StructType, clust
         .addColumns(schema)
         .property("delta.enableChangeDataFeed", "true")
         .property("delta.enableDeletionVectors", deletion_vectors)
-        .clusterBy(*cluster_by)
         .execute()
     )
 
 
-def ensure_output(spark: SparkSession, path: str, schema: StructType, key: Sequence[str]) -> None:
+def ensure_output(spark: SparkSession, path: str, schema: StructType) -> None:
     """Create the output table (see `ensure_keyed_table`) if it does not exist yet."""
-    ensure_keyed_table(spark, path, schema, key)
+    ensure_keyed_table(spark, path, schema)
 
 
 def schema_drift(spark: SparkSession, path: str, schema: StructType) -> str | None:
@@ -230,6 +233,8 @@ def merge_by_key(
     else:
         (probe, keys, bounds), keyed = known, source
     small = not full and 0 < keys <= one_merge_max_keys(spark)
+    if small and driver_merge.enabled(spark) and driver_merge.writable(path, keyed):
+        return replace(_merge_on_driver(spark, path, keyed, columns, key, commit), keys=keys)
     if small or keys > SPLIT_MERGE_MAX_KEYS:
         listed = None
         if small and key_ranges.enabled(spark):
@@ -242,6 +247,34 @@ def merge_by_key(
             counts = _final_counts(path, commit, merged)
         return replace(counts, keys=keys)
     return replace(_merge_then_append(spark, path, keyed, columns, key, bounds, commit, probe), keys=keys)
+
+
+def _merge_on_driver(
+    spark: SparkSession,
+    path: str,
+    source: DataFrame,
+    columns: Sequence[str],
+    key: Sequence[str],
+    commit: OutputCommit | None,
+) -> MergeCounts:
+    """The one MERGE of a batch of few keys, by delta-rs (see driver_merge.py): stamped as the
+    batch commit with `commit`, else with the `idempotent` block's txn the session is in."""
+    if commit is None:
+        inserted, updated, deleted, applied = driver_merge.merge_on_driver(
+            path, source, columns, key, txn=current_txn(spark), listed=key_ranges.enabled(spark)
+        )
+        return MergeCounts(inserted=inserted, updated=updated, deleted=deleted, applied=applied)
+    marker = commit.final
+    inserted, updated, deleted, _ = driver_merge.merge_on_driver(
+        path,
+        source,
+        columns,
+        key,
+        txn=(commit.app, marker.txn_version),
+        user_metadata=marker.as_json(),
+        listed=key_ranges.enabled(spark),
+    )
+    return _final_counts(path, commit, MergeCounts(inserted=inserted, updated=updated, deleted=deleted))
 
 
 def one_merge_max_keys(spark: SparkSession) -> int:

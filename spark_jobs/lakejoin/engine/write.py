@@ -80,7 +80,7 @@ def write_output(
     affected = rebuilt.affected
     where = f"view '{view.name}' output ({view.path})"
     keys = list(kind.output_key)
-    ensure_output(spark, view.path, recomputed.schema, keys)
+    ensure_output(spark, view.path, recomputed.schema)
     drift = schema_drift(spark, view.path, recomputed.schema)
     if drift and affected is not None:
         raise drift_error(drift, where=where)

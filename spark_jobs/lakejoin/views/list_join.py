@@ -313,7 +313,7 @@ class ListJoinView(ViewKindLogic):
 def ensure_composite_table(spark: SparkSession, path: str, composite: DataFrame) -> None:
     from lakejoin.sink import ensure_keyed_table
 
-    ensure_keyed_table(spark, path, composite.select(LEFT_KEY, POS, ELEMENT).schema, [ELEMENT])
+    ensure_keyed_table(spark, path, composite.select(LEFT_KEY, POS, ELEMENT).schema)
 
 
 def merge_composite(spark: SparkSession, path: str, source: DataFrame, *, full: bool) -> None:

@@ -221,7 +221,7 @@ def ensure_index(spark: SparkSession, path: str, rows: DataFrame) -> None:
     from lakejoin.sink import ensure_keyed_table
 
     schema = rows.schema
-    ensure_keyed_table(spark, path, schema, [schema.fields[1].name])
+    ensure_keyed_table(spark, path, schema)
 
 
 def merge_index(
