@@ -131,11 +131,22 @@ class Incremental(Variant):
         with self.key_ranges(spark):
             for view in self.spec.view_order():
                 run_view(spark, self.spec, view, checks=False)
+        from lakejoin.engine.batch import view_logic
+
+        # lakejoin creates its tables unclustered (sink.ensure_keyed_table); this layout clusters
+        # each output by its key, after which its batches take Spark's MERGE (driver_merge.py).
+        keys = {
+            str(Path(self.view_path(v)).resolve()): view_logic(self.spec, self.spec.views[v]).output_key
+            for v in self.spec.view_order()
+        }
         for log in self.storage.rglob("_delta_log"):
             table = f"delta.`{log.parent}`"
             if not self.layout.deletion_vectors and log.parent.name != "batch_log":
                 spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')")
             if self.layout.clustered:
+                key = keys.get(str(log.parent.resolve()))
+                if key:
+                    spark.sql(f"ALTER TABLE {table} CLUSTER BY ({', '.join(f'`{c}`' for c in key)})")
                 spark.sql(f"OPTIMIZE {table}")
 
     def run(self, spark: SparkSession) -> Run:

@@ -96,7 +96,8 @@ def merge_on_driver(
     condition lists the keys' first column, so delta-rs reads only the files that hold them.
     Returns (inserted, updated, deleted, applied); not applied when the table already holds
     `txn` (an earlier attempt wrote it)."""
-    from deltalake import CommitProperties, DeltaTable, Transaction
+    import pyarrow as pa
+    from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
     from deltalake.exceptions import CommitFailedError
 
     table = DeltaTable(path)
@@ -113,8 +114,8 @@ def merge_on_driver(
     firsts = sorted({v for v in rows.column(key[0]).to_pylist() if isinstance(v, exact)})
     if not listed or any(isinstance(v, (bool, datetime.datetime)) for v in firsts):
         firsts = []
-    listed = " OR ".join(f"({t}.{_q(key[0])} = {_literal(v)})" for v in firsts)
-    on = f"({listed}) AND {same_key}" if listed else same_key
+    literals = " OR ".join(f"({t}.{_q(key[0])} = {_literal(v)})" for v in firsts)
+    on = f"({literals}) AND {same_key}" if literals else same_key
     # Each comparison in parentheses: delta-rs's parser binds IS DISTINCT FROM looser than OR.
     differs = " OR ".join(f"({t}.{_q(c)} IS DISTINCT FROM {s}.{_q(c)})" for c in values) or "FALSE"
     keep = f"{s}.{_q(KEEP)}"
@@ -122,6 +123,7 @@ def merge_on_driver(
         custom_metadata={"userMetadata": user_metadata} if user_metadata else None,
         app_transactions=[Transaction(app_id=txn[0], version=txn[1])] if txn else None,
     )
+    before = table.version()
     try:
         result = (
             table.merge(rows, on, source_alias="s", target_alias="t", commit_properties=properties)
@@ -130,6 +132,11 @@ def merge_on_driver(
             .when_not_matched_insert({_q(c): f"{s}.{_q(c)}" for c in columns}, predicate=keep)
             .execute()
         )
+        if txn is not None and DeltaTable(path).version() == before:
+            # A MERGE that changes nothing makes no commit in delta-rs; the batch (its txn and
+            # pins) still needs one: an append of no rows.
+            empty = pa.schema(table.schema().to_arrow()).empty_table()
+            write_deltalake(path, empty, mode="append", commit_properties=properties)
     except CommitFailedError as exc:
         raise ConcurrentBatchError(
             f"another commit landed on this table while this write was committing: {exc}",
