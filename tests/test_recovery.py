@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -397,7 +398,8 @@ def checkpoint_and_clean_up(lake: Lakehouse, path: str) -> None:
     from delta.tables import DeltaTable
     from deltalake import DeltaTable as LogReader
 
-    DeltaTable.forPath(lake.spark, path).optimize().executeCompaction()
+    DeltaTable.forPath(lake.spark, path).optimize().executeCompaction()  # may find nothing to do
+    lake.spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('lakejoin.touched' = '{uuid.uuid4()}')")
     table = LogReader(path)
     table.create_checkpoint()
     table.cleanup_metadata()
@@ -467,17 +469,24 @@ def test_a_batch_whose_checks_fail_commits_nothing_and_the_next_run_starts_afres
 
 
 def test_output_and_state_are_created_with_deletion_vectors_unless_the_session_says_no(lake):
-    """A batch's MERGE marks replaced rows in a deletion vector instead of rewriting every file a
-    random key touches; a session whose Delta default for new tables turns them off is obeyed."""
+    """Spark's MERGE (a batch above the driver MERGE's few keys, forced here) marks replaced rows
+    in a deletion vector instead of rewriting every file a random key touches; a session whose
+    Delta default for new tables turns them off is obeyed."""
+    from lakejoin import driver_merge
+
     spec = seeded(lake)
     lake.run(spec, checks=False)
     change_everything_once(lake)
-    lake.run(spec, checks=False)
+    lake.spark.conf.set(driver_merge.ENABLED, "false")
+    try:
+        lake.run(spec, checks=False)
+    finally:
+        lake.spark.conf.unset(driver_merge.ENABLED)
     output, routing = spec.views[VIEW].path, state_path(spec, spec.views[VIEW])
 
     assert deletion_vectors(lake, output) == deletion_vectors(lake, routing) == "true"
     assert lake.output(spec) == lake.expected(spec)
-    merge = lake.spark.sql(f"DESCRIBE HISTORY delta.`{output}` LIMIT 2").collect()[-1]
+    merge = lake.spark.sql(f"DESCRIBE HISTORY delta.`{output}` LIMIT 1").collect()[0]
     assert merge["operation"] == "MERGE"
     assert int(merge["operationMetrics"].get("numTargetRowsCopied", "0")) == 0
 

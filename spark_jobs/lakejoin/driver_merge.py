@@ -12,8 +12,9 @@ commitInfo's `userMetadata`; Delta's change feed is written as Spark's MERGE wri
 update pre- and post-images, delete; an unchanged row is not rewritten, so it yields none).
 
 It applies only where delta-rs may write: a table whose writer features it supports (not a
-clustered table: delta-rs does not write those), and columns of atomic types. Elsewhere the
-caller takes Spark's MERGE.
+clustered table: delta-rs does not write those), with no NOT NULL column (delta-rs 1.6's MERGE
+fails that check on the rows it deletes), and columns of atomic types. Elsewhere the caller
+takes Spark's MERGE.
 
 >>> counts = merge_on_driver(spark, path, source, ["id", "v"], ["id"], txn=("app", 3))  # doctest: +SKIP
 """
@@ -76,8 +77,12 @@ def writable(path: str, source: DataFrame) -> bool:
     )
     if not all(isinstance(f.dataType, atomic) for f in source.schema.fields):
         return False
-    protocol = DeltaTable(path).protocol()
-    return set(protocol.writer_features or []) <= WRITABLE and protocol.min_writer_version <= 7
+    table = DeltaTable(path)
+    protocol = table.protocol()
+    if not set(protocol.writer_features or []) <= WRITABLE or protocol.min_writer_version > 7:
+        return False
+    # delta-rs 1.6's MERGE fails its NOT NULL check on the rows it deletes ("Invalid data found").
+    return all(field.nullable for field in table.schema().fields)
 
 
 def merge_on_driver(

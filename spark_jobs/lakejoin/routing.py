@@ -68,7 +68,9 @@ def ensure_index(
     types = left_rows.schema
     schema = StructType(
         [StructField(route, types[fk].dataType, True) for route, fk in fks.items()]
-        + [StructField(LEFT_KEY, types[left_key].dataType, False)]
+        # Nullable in the schema (never null in fact): delta-rs, which writes a batch of few
+        # keys, cannot delete rows of a table with a NOT NULL column (driver_merge.py).
+        + [StructField(LEFT_KEY, types[left_key].dataType, True)]
     )
     ensure_keyed_table(spark, path, schema)
 
