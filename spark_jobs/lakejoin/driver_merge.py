@@ -143,8 +143,10 @@ def merge_on_driver(
             empty = pa.schema(table.schema().to_arrow()).empty_table()
             write_deltalake(path, empty, mode="append", commit_properties=properties)
     except CommitFailedError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConcurrentBatchError(
-            f"another commit landed on this table while this write was committing: {exc}",
+            "another commit landed on this table while this write was committing (another run of "
+            f"the view, or someone's OPTIMIZE, DELETE or UPDATE); this run stopped: {first}",
             where=f"table {path}",
             fix="run the view again: it plans from what is committed; do not run two batches of one "
             "view at once",
