@@ -15,7 +15,7 @@ from lakejoin.sources import data_files
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import DataType, StructType
 
 PRESENT = "_lj_present"
 KEEP = "_lj_keep"  # merge_by_key: false deletes the row's key
@@ -48,6 +48,19 @@ class MergeCounts:
     keys: int = 0  # the keys the write covered (merge_affected: the batch's affected keys)
 
 
+def nullable(kind: DataType) -> Any:
+    """`kind` with every field, element and value nullable, at every depth."""
+    from pyspark.sql.types import ArrayType, MapType, StructField, StructType
+
+    if isinstance(kind, StructType):
+        return StructType([StructField(f.name, nullable(f.dataType), True, f.metadata) for f in kind.fields])
+    if isinstance(kind, ArrayType):
+        return ArrayType(nullable(kind.elementType), True)
+    if isinstance(kind, MapType):
+        return MapType(nullable(kind.keyType), nullable(kind.valueType), True)
+    return kind
+
+
 def ensure_keyed_table(spark: SparkSession, path: str, schema: StructType) -> None:
     """Create a table lakejoin MERGEs into (an output or a state table) if it does not exist:
     CDF on, deletion vectors on unless the session's Delta default for new tables
@@ -66,6 +79,10 @@ def ensure_keyed_table(spark: SparkSession, path: str, schema: StructType) -> No
 
     if _exists(path):  # the usual case: decided from the log, without a Spark call
         return
+    # Every column nullable in the table, nested ones too (whatever the rows that typed it say):
+    # delta-rs 1.6's MERGE, which writes a batch of few keys, fails its NOT NULL check on the
+    # rows it deletes.
+    schema = nullable(schema)
     deletion_vectors = spark.conf.get(DV_DEFAULT, None) or "true"
     (
         DeltaTable.createIfNotExists(spark)
