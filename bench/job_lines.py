@@ -79,6 +79,33 @@ def _stage_names(tracker: Any, job_ids: set[int]) -> Counter[str]:
     return names
 
 
+def _sql_executions(spark: Any) -> list[dict[str, Any]]:
+    """Every SQL query of the application so far, as the Spark UI's REST API lists them."""
+    import json
+    import urllib.request
+
+    context = spark.sparkContext
+    url = f"{context.uiWebUrl}/api/v1/applications/{context.applicationId}/sql?details=true&length=100000"
+    with urllib.request.urlopen(url) as answer:  # noqa: S310 - the local Spark UI
+        return json.load(answer) or [{"id": -1}]
+
+
+def _print_slowest(spark: Any, lines: dict[str, set[int]], after: int, n: int) -> None:
+    """The `n` slowest SQL queries since query `after`: seconds, the lakejoin line that ran them,
+    and each scan's rows and files (which table a query's time goes to)."""
+    queries = [q for q in _sql_executions(spark) if q.get("id", -1) > after]
+    for query in sorted(queries, key=lambda q: -q.get("duration", 0))[:n]:
+        jobs = [*query.get("successJobIds", []), *query.get("failedJobIds", [])]
+        group = next((line for line, ids in lines.items() if ids & set(jobs)), "?")
+        print(f"    {query.get('duration', 0) / 1000:6.2f} s  query {query['id']} ({len(jobs)} jobs) {group}")
+        for node in query.get("nodes", []):
+            if "Scan" not in node.get("nodeName", ""):
+                continue
+            metrics = {m["name"]: m["value"] for m in node.get("metrics", [])}
+            shown = {k: v for k, v in metrics.items() if "rows" in k or "files" in k or "time" in k}
+            print(f"           {node['nodeName'][:60]}: {shown}")
+
+
 def main(argv: list[str] | None = None) -> int:
     from bench.changes import ChangeMaker
     from bench.fixed_cost import tiny_change
@@ -93,11 +120,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--views", nargs="*", help="only these views (default: every view)")
     parser.add_argument("--conf", nargs="*", default=[], help="Spark settings key=value, measured batch only")
     parser.add_argument("--stages", action="store_true", help="also name the stages of each line's jobs")
+    parser.add_argument(
+        "--sql", type=int, default=0, metavar="N", help="also show each view's N slowest queries (Spark UI)"
+    )
     args = parser.parse_args(argv)
 
     work = Path(args.work)
     shutil.rmtree(work, ignore_errors=True)
-    spark = spark_session(app_name="lakejoin-job-lines")
+    ui = {"spark.ui.enabled": "true"} if args.sql else None
+    spark = spark_session(app_name="lakejoin-job-lines", extra=ui)
     sizes = Sizes.at(args.orders)
     paths = write_sources(spark, work, sizes, 42)
     spec = spec_for("job_lines", work / "lakejoin", paths)
@@ -116,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.views and view not in args.views:
             continue
         seen = {g: set(tracker.getJobIdsForGroup(g)) for g in list(groups)}
+        last_query = _sql_executions(spark)[-1]["id"] if args.sql else 0
         SECONDS.clear()
         summary = run_view(spark, spec, view)
         new = {g: set(tracker.getJobIdsForGroup(g)) - seen.get(g, set()) for g in list(groups)}
@@ -129,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
                 if args.stages:
                     for name, count in sorted(_stage_names(tracker, new.get(line, set())).items()):
                         print(f"         {count:4d} x {name}")
+        if args.sql:
+            _print_slowest(spark, new, last_query, args.sql)
     spark.stop()
     return 0
 

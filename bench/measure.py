@@ -83,30 +83,36 @@ class Writes:
 
 
 def table_versions(spark: SparkSession, root: Path) -> dict[str, int]:
-    """The latest version of every Delta table under `root`."""
-    from delta.tables import DeltaTable
+    """The latest version of every Delta table under `root` (read with delta-rs: no Spark job)."""
+    from deltalake import DeltaTable
 
     versions = {}
     for log in root.rglob("_delta_log"):
         path = str(log.parent)
-        if DeltaTable.isDeltaTable(spark, path):
-            row = DeltaTable.forPath(spark, path).history(1).select("version").first()
-            versions[path] = int(row["version"]) if row else -1
+        if DeltaTable.is_deltatable(path):
+            versions[path] = int(DeltaTable(path).version())
     return versions
 
 
 def writes_since(spark: SparkSession, root: Path, before: dict[str, int]) -> Writes:
-    """Sum the operationMetrics of every commit under `root` newer than `before`."""
-    from delta.tables import DeltaTable
+    """Sum the operationMetrics of every commit under `root` newer than `before` (delta-rs's
+    history: the commits' own commitInfo, whichever engine wrote them)."""
+    from deltalake import DeltaTable
+
+    from lakejoin.engine.markers import operation_metrics
 
     writes = Writes()
-    for path, _ in table_versions(spark, root).items():
+    for path, version in table_versions(spark, root).items():
         since = before.get(path, -1)
-        history = DeltaTable.forPath(spark, path).history().where(f"version > {since}")
-        for row in history.select("operation", "operationMetrics").collect():
-            metrics = {k: int(v) for k, v in (row["operationMetrics"] or {}).items() if v.isdigit()}
+        if version <= since:
+            continue
+        for commit in DeltaTable(path).history(limit=version - since):
+            if int(commit.get("version", -1)) <= since:
+                continue
+            metrics = operation_metrics(commit)
+            operation = str(commit.get("operation", "?"))
             writes.commits += 1
-            writes.by_operation[row["operation"]] = writes.by_operation.get(row["operation"], 0) + 1
+            writes.by_operation[operation] = writes.by_operation.get(operation, 0) + 1
             writes.rows_copied += metrics.get("numTargetRowsCopied", 0)
             writes.rows_written += (
                 metrics.get("numTargetRowsInserted", 0)

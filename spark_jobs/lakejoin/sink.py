@@ -8,7 +8,14 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from lakejoin import driver_merge, key_ranges
-from lakejoin.engine.markers import OutputCommit, current_txn, failpoint, idempotent, stamped
+from lakejoin.engine.markers import (
+    OutputCommit,
+    current_txn,
+    failpoint,
+    idempotent,
+    operation_metrics,
+    stamped,
+)
 from lakejoin.errors import ConcurrentBatchError, SourceError
 from lakejoin.key_ranges import KeyRange, Keys, materialised, write_laid_out
 from lakejoin.sources import data_files
@@ -157,8 +164,7 @@ def _final_counts(path: str, commit: OutputCommit, counts: MergeCounts) -> Merge
             fix="nothing to do: the batch is committed once; run again for newer changes",
         )
     version, info = found
-    metrics = info.get("operationMetrics") or {}
-    appended = int(metrics.get("numOutputRows", 0)) if info.get("operation") == "WRITE" else 0
+    appended = operation_metrics(info).get("numOutputRows", 0) if info.get("operation") == "WRITE" else 0
     return MergeCounts(
         inserted=counts.inserted + appended,
         updated=counts.updated,
@@ -385,7 +391,7 @@ def _fill(
     last = DeltaTable(path).history(1)[0]
     if last["version"] == before:
         return MergeCounts(applied=False)
-    return MergeCounts(inserted=int((last.get("operationMetrics") or {}).get("numOutputRows", 0)))
+    return MergeCounts(inserted=operation_metrics(last).get("numOutputRows", 0))
 
 
 def _version(path: str) -> int:

@@ -126,6 +126,19 @@ def output_batches(path: str, app: str) -> OutputBatches:
     return OutputBatches(table.transaction_version(app), int(table.version()))
 
 
+def operation_metrics(commit: dict[str, Any]) -> dict[str, int]:
+    """A commit's numeric operationMetrics under Spark's names (`numOutputRows`,
+    `numTargetRowsUpdated`...): delta-rs, which writes a batch of few keys, records the same
+    counts in snake case (`num_output_rows`) and as numbers, Spark as strings."""
+    metrics = {}
+    for name, value in (commit.get("operationMetrics") or {}).items():
+        if not str(value).isdigit():
+            continue
+        first, *rest = str(name).split("_")
+        metrics[first + "".join(word[:1].upper() + word[1:] for word in rest)] = int(value)
+    return metrics
+
+
 def find_commit(path: str, wanted: Any) -> tuple[int, BatchMarker, dict[str, Any]] | None:
     """The newest commit of the output at `path` whose marker satisfies `wanted(marker)`, as
     (version, marker, commitInfo), read newest first a page at a time; None when the history

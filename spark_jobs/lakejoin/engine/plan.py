@@ -17,7 +17,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.engine.log import BatchLog
-from lakejoin.engine.markers import FINAL, PRE, BatchMarker, app_id, find_commit, output_batches
+from lakejoin.engine.markers import (
+    FINAL,
+    PRE,
+    BatchMarker,
+    app_id,
+    find_commit,
+    operation_metrics,
+    output_batches,
+)
 from lakejoin.engine.records import BatchMode, BatchRecord, BatchStatus, last_of
 from lakejoin.errors import BatchStateError, ChangeFeedMissingError, RepairError, SourceError
 from lakejoin.sources import history_may_hold_changes
@@ -131,7 +139,7 @@ def _catch_up(spec: PipelineSpec, view: View, batch_id: int, *, need_pins: bool)
 
 def _record(view: str, version: int, marker: BatchMarker, commit: dict[str, Any]) -> BatchRecord:
     """A batch log row rebuilt from the output's batch commit."""
-    metrics = {k: int(v) for k, v in (commit.get("operationMetrics") or {}).items() if str(v).isdigit()}
+    metrics = operation_metrics(commit)
     return BatchRecord(
         view=view,
         batch_id=marker.batch_id,

@@ -91,22 +91,26 @@ class RekeyView(ViewKindLogic):
         return claims.select(self.rekey.key, self.master.key, *self._columns)
 
     def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
+        from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
         v, k = self.rekey.key, self.master.key
+        # Masters without a derived key are counted by an observation on the job that
+        # materialises the rows anyway, not by a count of their own.
+        dropped = Observation()
+        null_keys = F.count_if(F.col(v).isNull()).alias("n")
         if changes is None:
             rows = self._full_index(ctx)
             ctx.require_unique(rows, self.master)
-            self._dropped = rows.where(F.col(v).isNull()).count()
-            self._index = rows.where(F.col(v).isNotNull()).select(*self._index_columns()).localCheckpoint()
+            kept = rows.observe(dropped, null_keys).where(F.col(v).isNotNull())
+            self._index = kept.select(*self._index_columns()).localCheckpoint()
             self._changes = None
             claims = self._index
             affected = None
         else:
             index = ctx.read_state()
             changed = changes[self.master.name]
-            upserts = changed.where(F.col(CHANGE) == ChangeKind.UPSERT.value)
-            self._dropped = upserts.where(F.col(v).isNull()).count()
+            upserts = changed.where(F.col(CHANGE) == ChangeKind.UPSERT.value).observe(dropped, null_keys)
             new = upserts.where(F.col(v).isNotNull()).select(
                 k, v, F.col(VERSION).alias(SINCE), *self._columns
             )
@@ -123,7 +127,7 @@ class RekeyView(ViewKindLogic):
             )
             claims = claims.localCheckpoint()
             self._changes = changed.select(k, v, F.col(VERSION).alias(SINCE), *self._columns, CHANGE)
-        self._counts = {"null_keys_dropped": self._dropped, "conflicts": 0}
+        self._counts = {"null_keys_dropped": int(dropped.get["n"] or 0), "conflicts": 0}
         if self.rekey.unique:
             clashes = conflicts(claims, v, k).orderBy(v).limit(20).collect()
             total = conflicts(claims, v, k).count() if clashes else 0

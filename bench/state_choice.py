@@ -1,0 +1,218 @@
+"""`python -m bench.state_choice`: does each view kind's state table pay for itself? (issue 23)
+
+lakejoin keeps state per view: fk_join and enrich a routing index (right key -> left keys),
+list_join composite rows (left key, position, element), rekey an index of every master row's
+derived key and last-change version. The alternative the issue names: the pinned left table is
+itself a right-key -> left-key index (a narrow scan of its key and fk columns finds the rows a
+right change reaches), and rekey's old derived keys are in the change feed's pre-images.
+
+On the benchmark's tables, after a first batch of every view (which fills the state), this times
+the lookup a batch makes both ways, for a tiny set of changed right keys (2) and for 1 % of the
+right table, each the best of three runs on a warm JVM; and, for rekey, reading the old derived
+keys of changed masters from the index against reading the change feed's pre-images. Every pair
+is checked to find the same keys. Figures go to `<out>/bench/state_choice.json` and `.md`.
+
+    python -m bench.state_choice --orders 1500000 --orders 15000000 --out docs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+RUNS = 3
+
+
+def best_of(lookup: Callable[[], DataFrame]) -> tuple[float, int]:
+    """The fastest of RUNS counts of `lookup()`'s rows, and the count."""
+    times, count = [], 0
+    for _ in range(RUNS):
+        started = time.perf_counter()
+        count = lookup().count()
+        times.append(time.perf_counter() - started)
+    return round(min(times), 3), count
+
+
+def changed_keys(spark: SparkSession, n: int, share: float, column: str, seed: int) -> DataFrame:
+    """Right keys a batch changed: 2 of the highest ids (a tiny batch; the low ids are the
+    popular ones), or a seeded random `share` of [0, n)."""
+    from pyspark.sql import functions as F
+
+    if share == 0:
+        return spark.range(n - 2, n).select(F.col("id").alias(column))
+    picked = spark.range(0, n).where(F.rand(seed) < share)
+    return picked.select(F.col("id").alias(column)).localCheckpoint()
+
+
+def compare(name: str, kept: Callable[[], DataFrame], derived: Callable[[], DataFrame]) -> dict[str, Any]:
+    """Time both lookups and check they find the same keys."""
+    kept_s, kept_n = best_of(kept)
+    derived_s, derived_n = best_of(derived)
+    same = kept().exceptAll(derived()).isEmpty() and derived().exceptAll(kept()).isEmpty()
+    row = {"lookup": name, "state_s": kept_s, "without_state_s": derived_s, "keys": kept_n, "same": same}
+    print(row, flush=True)
+    if kept_n != derived_n or not same:
+        raise SystemExit(f"{name}: the two lookups disagree ({kept_n} against {derived_n} keys)")
+    return row
+
+
+def measure(spark: SparkSession, work: Path, orders: int, seed: int) -> list[dict[str, Any]]:
+    from pyspark.sql import functions as F
+
+    from bench.tables import Sizes, write_sources
+    from bench.variants import spec_for
+    from lakejoin import routing
+    from lakejoin.changes import read_change_feed
+    from lakejoin.engine.batch import run_view, view_logic
+    from lakejoin.engine.write import state_path
+    from lakejoin.views import list_join
+
+    shutil.rmtree(work, ignore_errors=True)
+    sizes = Sizes.at(orders)
+    paths = write_sources(spark, work, sizes, seed)
+    spec = spec_for("state_choice", work / "lakejoin", paths)
+    for view in spec.view_order():
+        run_view(spark, spec, view)
+
+    def load(path: str) -> DataFrame:
+        return spark.read.format("delta").load(path)
+
+    def state(view: str, name: str = "_routing") -> str:
+        return view_logic(spec, spec.views[view]).state_tables(state_path(spec, spec.views[view]))[name]
+
+    def reached_orders(customers: DataFrame, kept: bool) -> DataFrame:
+        routes = (
+            load(state("orders_customers"))
+            if kept
+            else load(paths["orders"]).select(
+                F.col("order_id").alias(routing.LEFT_KEY), F.col("customer_id").alias(routing.RIGHT_KEY)
+            )
+        )
+        reached = routes.join(F.broadcast(customers), on=routing.RIGHT_KEY, how="left_semi")
+        return reached.select(routing.LEFT_KEY)
+
+    def reached_products(tags: DataFrame, kept: bool) -> DataFrame:
+        composite = (
+            load(state("products_tagged"))
+            if kept
+            else load(paths["products"]).select(
+                F.col("product_id").alias(list_join.LEFT_KEY), F.explode("tag_ids").alias(list_join.ELEMENT)
+            )
+        )
+        joined = composite.join(F.broadcast(tags), on=list_join.ELEMENT, how="left_semi")
+        return joined.select(list_join.LEFT_KEY).distinct()
+
+    rows = []
+    for label, share in (("2 keys", 0.0), ("1 %", 0.01)):
+        customers = changed_keys(spark, sizes.customers, share, routing.RIGHT_KEY, seed)
+        rows.append(
+            compare(
+                f"fk_join: orders reached by {label} of customers",
+                partial(reached_orders, customers, True),
+                partial(reached_orders, customers, False),
+            )
+        )
+        tags = changed_keys(spark, sizes.tags, share, list_join.ELEMENT, seed)
+        rows.append(
+            compare(
+                f"list_join: products reached by {label} of tags",
+                partial(reached_products, tags, True),
+                partial(reached_products, tags, False),
+            )
+        )
+    # enrich: one nation changed (each of the 25 reaches 4 % of the facts).
+    nation = spark.createDataFrame([(3,)], "nation int")
+    route = next(c for c in load(state("orders_enriched")).columns if c.startswith("nations"))
+    rows.append(
+        compare(
+            "enrich: facts reached by 1 nation",
+            lambda: (
+                load(state("orders_enriched"))
+                .join(F.broadcast(nation), F.col(route) == F.col("nation"), "left_semi")
+                .select(routing.LEFT_KEY)
+            ),
+            lambda: (
+                load(spec.views["orders_customers"].path)
+                .join(F.broadcast(nation), F.col("customer_nation_id") == F.col("nation"), "left_semi")
+                .select(F.col("order_id").alias(routing.LEFT_KEY))
+            ),
+        )
+    )
+    # rekey: the old derived keys (emails) of the customers a batch changes.
+    before = sizes.customers - 1
+    from deltalake import DeltaTable
+
+    start = DeltaTable(paths["customers"]).version()
+    changed = spark.range(before - 99, before + 1).select(F.col("id").alias("customer_id"))
+    from bench.changes import ChangeMaker
+
+    maker = ChangeMaker(spark, paths, sizes, seed)
+    maker.merge("customers", maker.updates("customers", changed.select(F.col("customer_id").alias("id")), 7))
+    end = DeltaTable(paths["customers"]).version()
+    rows.append(
+        compare(
+            "rekey: old emails of 100 changed customers",
+            lambda: (
+                load(state("customers_by_email"))
+                .join(F.broadcast(changed), on="customer_id", how="left_semi")
+                .select("customer_id", "email")
+            ),
+            lambda: (
+                read_change_feed(spark, paths["customers"], start + 1, end)
+                .where(F.col("_change_type").isin("update_preimage", "delete"))
+                .select("customer_id", "email")
+            ),
+        )
+    )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bench.measure import lakejoin_commit
+    from lakejoin.session import spark_session
+
+    parser = argparse.ArgumentParser(prog="python -m bench.state_choice", description=__doc__.split("\n")[0])
+    parser.add_argument("--orders", type=int, action="append", help="order counts (repeat the flag)")
+    parser.add_argument("--out", default="build/state-choice")
+    parser.add_argument("--work", default="build/state-choice-lake")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--driver-memory", default="10g")
+    args = parser.parse_args(argv)
+    spark = spark_session(app_name="lakejoin-state-choice", extra={"spark.driver.memory": args.driver_memory})
+    record: dict[str, Any] = {"commit": lakejoin_commit(), "sizes": {}}
+    for orders in args.orders or [1_500_000]:
+        record["sizes"][str(orders)] = measure(spark, Path(args.work), orders, args.seed)
+    spark.stop()
+    out = Path(args.out) / "bench"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "state_choice.json").write_text(json.dumps(record, indent=2) + "\n")
+    lines = [
+        "# Does a state table pay for itself? (issue 23)",
+        "",
+        f"Written by `python -m bench.state_choice` at lakejoin {record['commit']}. Seconds: the best "
+        f"of {RUNS} runs of each lookup on a warm JVM, this 2-core machine; every pair found the same keys.",
+        "",
+        "| orders | lookup | with the state table, s | without (left table / change feed), s | keys |",
+        "|---|---|---|---|---|",
+    ]
+    for orders, rows in record["sizes"].items():
+        for row in rows:
+            lines.append(
+                f"| {int(orders):,} | {row['lookup']} | {row['state_s']:.2f} | {row['without_state_s']:.2f} "
+                f"| {row['keys']} |"
+            )
+    (out / "state_choice.md").write_text("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
