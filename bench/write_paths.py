@@ -8,6 +8,8 @@ rows: the script checks that by count and hash and exits 1 when one does not.
 
 - `split`: lakejoin's write today (sink.merge_by_key): probe the keys the table holds, MERGE
   those (update a row only when a value differs, delete), append the new keys;
+- `driver`: one delta-rs MERGE from the driver, lakejoin's write of a batch of few keys
+  (driver_merge.py), forced at any size;
 - `delete_append`: MERGE that deletes every batch key the table holds, then append every
   surviving row: no value is compared, so an unchanged row is rewritten (a spurious change);
 - each with the table's Change Data Feed on and off: the feed makes Delta write the preimage of
@@ -70,8 +72,22 @@ def change_batch(spark: SparkSession, rows: int, rate: float, seed: int) -> Data
 
 
 def split(spark: SparkSession, path: str, batch: DataFrame, columns: list[str]) -> None:
-    from lakejoin.sink import merge_by_key
+    from lakejoin import driver_merge
+    from lakejoin.sink import ONE_MERGE_MAX_KEYS, merge_by_key
 
+    spark.conf.set(ONE_MERGE_MAX_KEYS, "0")  # the split write, whatever the batch's size
+    spark.conf.set(driver_merge.MAX_KEYS, "0")
+    merge_by_key(spark, path, batch, [KEY], columns, full=False)
+
+
+def driver(spark: SparkSession, path: str, batch: DataFrame, columns: list[str]) -> None:
+    """One delta-rs MERGE from the driver (lakejoin's write of a batch of few keys), at any size."""
+    from lakejoin import driver_merge
+    from lakejoin.sink import ONE_MERGE_MAX_KEYS, merge_by_key
+
+    spark.conf.set(ONE_MERGE_MAX_KEYS, str(10**9))
+    spark.conf.set(driver_merge.MAX_KEYS, str(10**9))
+    spark.conf.set(driver_merge.MAX_ROWS, str(10**12))
     merge_by_key(spark, path, batch, [KEY], columns, full=False)
 
 
@@ -92,14 +108,16 @@ def delete_append(spark: SparkSession, path: str, batch: DataFrame, columns: lis
     batch.where(F.col(KEEP)).select(*columns).write.format("delta").mode("append").save(path)
 
 
-WAYS = {"split": split, "delete_append": delete_append}
+WAYS = {"split": split, "driver": driver, "delete_append": delete_append}
 
 
 def main(argv: list[str] | None = None) -> int:
     from delta.tables import DeltaTable
 
     from bench.measure import fingerprint
+    from lakejoin.engine.markers import operation_metrics
     from lakejoin.session import spark_session
+    from lakejoin.sink import nullable
     from lakejoin.sources import latest_version
 
     parser = argparse.ArgumentParser(prog="python -m bench.write_paths", description=__doc__.split("\n")[0])
@@ -109,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="docs/bench/write-paths.jsonl")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--repeat", type=int, default=2, help="runs of each way; the fastest counts")
+    parser.add_argument("--ways", default=",".join(WAYS), help="comma-separated")
+    parser.add_argument("--feeds", default="true,false", help="Change Data Feed on, off, or both")
     args = parser.parse_args(argv)
 
     spark = spark_session(app_name="lakejoin-write-paths", extra={"spark.driver.memory": "10g"})
@@ -118,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     columns = [c for c in batch.columns if not c.startswith("_lj_")]
     results: list[dict[str, Any]] = []
     expected = None
-    for feed in (True, False):
+    for feed in [f == "true" for f in args.feeds.split(",")]:
         path = str(work / f"table_cdf_{str(feed).lower()}")
         if not DeltaTable.isDeltaTable(spark, path):
             rows = base_rows(spark, args.rows, args.seed)
@@ -126,13 +146,14 @@ def main(argv: list[str] | None = None) -> int:
             (
                 DeltaTable.create(spark)
                 .location(path)
-                .addColumns(rows.schema)
+                .addColumns(nullable(rows.schema))  # as lakejoin creates its tables
                 .property("delta.enableChangeDataFeed", str(feed).lower())
                 .property("delta.enableDeletionVectors", "true")
                 .execute()
             )
             rows.repartition(16).write.format("delta").mode("append").save(path)
-        for name, way in WAYS.items():
+        for name in args.ways.split(","):
+            way = WAYS[name]
             seconds = float("inf")
             for _ in range(args.repeat):  # the first run also pays the JVM's warm-up
                 spark.sql(f"RESTORE TABLE delta.`{path}` TO VERSION AS OF 1")
@@ -141,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
                 way(spark, path, batch, columns)
                 seconds = min(seconds, time.perf_counter() - started)
             history = DeltaTable.forPath(spark, path).history().where(f"version > {before}").collect()
-            metrics = [dict(h["operationMetrics"] or {}) for h in history]
+            metrics = [operation_metrics({"operationMetrics": h["operationMetrics"] or {}}) for h in history]
             got = fingerprint(spark, path)
             expected = expected or got
             record = {
@@ -152,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
                 "change_data_feed": feed,
                 "seconds": round(seconds, 2),
                 "commits": len(history),
-                "rows_copied": sum(int(m.get("numTargetRowsCopied", 0)) for m in metrics),
+                "rows_copied": sum(m.get("numTargetRowsCopied", 0) for m in metrics),
                 "same_rows": got == expected,
             }
             results.append(record)

@@ -183,6 +183,7 @@ def test_a_batch_of_a_few_scattered_keys_is_one_merge_that_reads_only_their_file
     feed holds those three keys only. Forced to split, the same batch takes two commits."""
     from pyspark.sql import functions as F
 
+    from lakejoin import driver_merge
     from lakejoin.sink import ONE_MERGE_MAX_KEYS
     from lakejoin.sources import latest_version
 
@@ -205,11 +206,13 @@ def test_a_batch_of_a_few_scattered_keys_is_one_merge_that_reads_only_their_file
     ]
 
     spark.conf.set(ONE_MERGE_MAX_KEYS, "0")
+    spark.conf.set(driver_merge.MAX_KEYS, "0")
     try:
         again = batch.select("id", (F.col("v") + 1).alias("v"), F.lit(True).alias(KEEP))
         split = merge_by_key(spark, path, again, ["id"], ["id", "v"], full=False)
     finally:
         spark.conf.unset(ONE_MERGE_MAX_KEYS)
+        spark.conf.unset(driver_merge.MAX_KEYS)
     assert (split.inserted, split.updated, split.deleted) == (1, 2, 0)
     assert latest_version(spark, path, role=path) == before + 3  # the MERGE, then the append
     assert rows_by_key(spark, path)[505] == 1 and rows_by_key(spark, path)[1000] == 2

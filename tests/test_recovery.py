@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from lakejoin import driver_merge
 from lakejoin.engine.batch import BatchOutcome, batch_log
 from lakejoin.engine.log import BatchLog
 from lakejoin.engine.markers import app_id, output_batches
@@ -35,6 +36,10 @@ from tests.lakehouse import (
     fk_join_oracle,
     run_cli_with_failpoint,
 )
+
+# The split write (a MERGE of the keys the output holds, then an append), forced for a batch of
+# a few keys, which is otherwise one MERGE from the driver.
+SPLIT = {ONE_MERGE_MAX_KEYS: "0", driver_merge.MAX_KEYS: "0"}
 
 pytestmark = pytest.mark.e2e
 
@@ -213,7 +218,7 @@ def test_only_maintenance_commits_are_nothing_new_and_history_is_read_newest_fir
 @pytest.mark.parametrize("point", ["after_state_write", "between_output_commits", "after_output_commit"])
 def test_a_batch_killed_at_a_commit_point_ends_exact_on_the_next_run(lake, point):
     """Batch 2 updates keys the output holds and inserts a new one. A batch of a few keys is
-    written by one MERGE, the batch commit; with the split write forced (`ONE_MERGE_MAX_KEYS` 0,
+    written by one MERGE, the batch commit; with the split write forced (`SPLIT`,
     as for a batch of many keys) it takes two commits: the MERGE of the keys the output holds
     (stamped as the batch's first) and the append (the batch commit).
     - killed after its state write: nothing of the batch is visible; the next run plans afresh,
@@ -227,7 +232,7 @@ def test_a_batch_killed_at_a_commit_point_ends_exact_on_the_next_run(lake, point
     change_everything_once(lake)
     before = versions(spec)
 
-    split = {ONE_MERGE_MAX_KEYS: "0"} if point == "between_output_commits" else None
+    split = SPLIT if point == "between_output_commits" else None
     crashed = run_cli_with_failpoint(spec.file, point, conf=split)
 
     assert crashed.returncode == -signal.SIGKILL, crashed.stdout + crashed.stderr
@@ -309,7 +314,7 @@ def test_a_view_racing_its_upstream_pins_the_upstreams_last_batch_commit(lake):
     lake.run(spec, "products_by_name", checks=False)
     change_everything_once(lake)
 
-    crashed = run_cli_with_failpoint(spec.file, "between_output_commits", conf={ONE_MERGE_MAX_KEYS: "0"})
+    crashed = run_cli_with_failpoint(spec.file, "between_output_commits", conf=SPLIT)
     assert crashed.returncode == -signal.SIGKILL, crashed.stdout + crashed.stderr
     assert output_txn(spec) == 4
 

@@ -256,7 +256,8 @@ def merge_by_key(
     else:
         (probe, keys, bounds), keyed = known, source
     small = not full and 0 < keys <= one_merge_max_keys(spark)
-    if small and driver_merge.enabled(spark) and driver_merge.writable(path, keyed):
+    on_driver = not full and 0 < keys <= driver_merge.max_keys(spark) and driver_merge.enabled(spark)
+    if on_driver and driver_merge.writable(path, keyed, most_rows=driver_merge.max_rows(spark)):
         return replace(_merge_on_driver(spark, path, keyed, columns, key, commit), keys=keys)
     if small or keys > SPLIT_MERGE_MAX_KEYS:
         listed = None
