@@ -66,8 +66,10 @@ def compare(name: str, kept: Callable[[], DataFrame], derived: Callable[[], Data
 
 
 def measure(spark: SparkSession, work: Path, orders: int, seed: int) -> list[dict[str, Any]]:
+    from deltalake import DeltaTable
     from pyspark.sql import functions as F
 
+    from bench.changes import ChangeMaker
     from bench.tables import Sizes, write_sources
     from bench.variants import spec_for
     from lakejoin import routing
@@ -89,46 +91,50 @@ def measure(spark: SparkSession, work: Path, orders: int, seed: int) -> list[dic
     def state(view: str, name: str = "_routing") -> str:
         return view_logic(spec, spec.views[view]).state_tables(state_path(spec, spec.views[view]))[name]
 
-    def reached_orders(customers: DataFrame, kept: bool) -> DataFrame:
-        routes = (
-            load(state("orders_customers"))
-            if kept
-            else load(paths["orders"]).select(
-                F.col("order_id").alias(routing.LEFT_KEY), F.col("customer_id").alias(routing.RIGHT_KEY)
-            )
-        )
-        reached = routes.join(F.broadcast(customers), on=routing.RIGHT_KEY, how="left_semi")
-        return reached.select(routing.LEFT_KEY)
+    def reached(routes: DataFrame, changed: DataFrame, on: str, left: str) -> DataFrame:
+        """The left keys whose routes hold a changed right key (distinct, as lakejoin's lookup)."""
+        return routes.join(F.broadcast(changed), on=on, how="left_semi").select(left).distinct()
 
-    def reached_products(tags: DataFrame, kept: bool) -> DataFrame:
-        composite = (
-            load(state("products_tagged"))
-            if kept
-            else load(paths["products"]).select(
-                F.col("product_id").alias(list_join.LEFT_KEY), F.explode("tag_ids").alias(list_join.ELEMENT)
-            )
+    # What each kind's lookup reads: its state table, or the pinned left table's own columns.
+    def order_routes(kept: bool) -> DataFrame:
+        if kept:
+            return load(state("orders_customers"))
+        orders = load(paths["orders"])
+        return orders.select(
+            F.col("order_id").alias(routing.LEFT_KEY), F.col("customer_id").alias(routing.RIGHT_KEY)
         )
-        joined = composite.join(F.broadcast(tags), on=list_join.ELEMENT, how="left_semi")
-        return joined.select(list_join.LEFT_KEY).distinct()
 
+    def product_elements(kept: bool) -> DataFrame:
+        if kept:
+            return load(state("products_tagged"))
+        products = load(paths["products"])
+        return products.select(
+            F.col("product_id").alias(list_join.LEFT_KEY), F.explode("tag_ids").alias(list_join.ELEMENT)
+        )
+
+    lookups: list[tuple[str, int, Callable[[bool], DataFrame], str, str]] = [
+        (
+            "fk_join: orders reached by {} of customers",
+            sizes.customers,
+            order_routes,
+            routing.RIGHT_KEY,
+            routing.LEFT_KEY,
+        ),
+        (
+            "list_join: products reached by {} of tags",
+            sizes.tags,
+            product_elements,
+            list_join.ELEMENT,
+            list_join.LEFT_KEY,
+        ),
+    ]
     rows = []
     for label, share in (("2 keys", 0.0), ("1 %", 0.01)):
-        customers = changed_keys(spark, sizes.customers, share, routing.RIGHT_KEY, seed)
-        rows.append(
-            compare(
-                f"fk_join: orders reached by {label} of customers",
-                partial(reached_orders, customers, True),
-                partial(reached_orders, customers, False),
-            )
-        )
-        tags = changed_keys(spark, sizes.tags, share, list_join.ELEMENT, seed)
-        rows.append(
-            compare(
-                f"list_join: products reached by {label} of tags",
-                partial(reached_products, tags, True),
-                partial(reached_products, tags, False),
-            )
-        )
+        for title, count, reads, on, left in lookups:
+            changed = changed_keys(spark, count, share, on, seed)
+            kept = partial(reached, reads(True), changed, on, left)
+            derived = partial(reached, reads(False), changed, on, left)
+            rows.append(compare(title.format(label), kept, derived))
     # enrich: one nation changed (each of the 25 reaches 4 % of the facts).
     nation = spark.createDataFrame([(3,)], "nation int")
     route = next(c for c in load(state("orders_enriched")).columns if c.startswith("nations"))
@@ -149,12 +155,8 @@ def measure(spark: SparkSession, work: Path, orders: int, seed: int) -> list[dic
     )
     # rekey: the old derived keys (emails) of the customers a batch changes.
     before = sizes.customers - 1
-    from deltalake import DeltaTable
-
     start = DeltaTable(paths["customers"]).version()
     changed = spark.range(before - 99, before + 1).select(F.col("id").alias("customer_id"))
-    from bench.changes import ChangeMaker
-
     maker = ChangeMaker(spark, paths, sizes, seed)
     maker.merge("customers", maker.updates("customers", changed.select(F.col("customer_id").alias("id")), 7))
     end = DeltaTable(paths["customers"]).version()

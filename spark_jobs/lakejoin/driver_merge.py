@@ -111,7 +111,7 @@ def writable(path: str, source: DataFrame, *, most_rows: int | None = None) -> b
         return False
     # delta-rs 1.6's MERGE fails its NOT NULL check on the rows it deletes ("Invalid data found"):
     # tables lakejoin creates are nullable throughout (sink.ensure_keyed_table); older ones are not.
-    if not nullable(table.schema().to_arrow()):
+    if not all_nullable(table.schema().to_arrow()):
         return False
     if most_rows is None:
         return True
@@ -122,7 +122,7 @@ def writable(path: str, source: DataFrame, *, most_rows: int | None = None) -> b
     return int(pc.sum(files.column("num_records")).as_py() or 0) <= most_rows
 
 
-def nullable(schema: Any) -> bool:
+def all_nullable(schema: Any) -> bool:
     """Whether every field of an Arrow schema, nested ones included, is nullable."""
     import pyarrow as pa
 
