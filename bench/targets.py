@@ -111,8 +111,13 @@ def entries(table: Table, records: list[dict[str, Any]]) -> list[dict[str, Any]]
             next((o for i, (o, _, _) in enumerate(ratios) if all(r < 1 for _, r, _ in ratios[i:])), None)
         )
     crossover = None if not crossings or None in crossings else float(max(c or 0 for c in crossings))
+    # A crossing at the smallest size measured says only "at or below it".
+    below = (
+        " (at or below: no smaller size measured)" if crossover is not None and crossover == sizes[0] else ""
+    )
     add(
-        "crossover: the smallest orders table measured from which INC < FULL at 1 %, facts and fk_side",
+        "crossover: the smallest orders table measured from which INC < FULL at 1 %, facts and fk_side"
+        + below,
         crossover,
         CROSSOVER_LIMIT,
         sorted(used),
