@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,6 +67,19 @@ BATCHES = 4  # after the first, full batch: five batches in all
 def batches(steps: st.SearchStrategy[Step]) -> st.SearchStrategy[tuple]:
     """BATCHES batches of one to three commits each."""
     return st.lists(st.lists(steps, min_size=1, max_size=3).map(tuple), min_size=BATCHES, max_size=BATCHES)
+
+
+@contextmanager
+def lookup_path(spark, number: int) -> Iterator[None]:  # noqa: ANN001
+    """Batch `number` finds its few keys' rows on the driver when odd, with Spark when even
+    (lookups.py): one history drives both paths, one batch after the other, at no extra cost."""
+    from lakejoin import lookups
+
+    spark.conf.set(lookups.ENABLED, "true" if number % 2 else "false")
+    try:
+        yield
+    finally:
+        spark.conf.unset(lookups.ENABLED)
 
 
 def apply(lake: Lakehouse, step: Step, keys: dict[str, str]) -> None:

@@ -409,18 +409,25 @@ DUPLICATES = {
 
 
 @pytest.mark.delta
+@pytest.mark.parametrize("on_driver", ["true", "false"], ids=["driver_lookup", "spark_lookup"])
 @pytest.mark.parametrize("table", list(DUPLICATES))
-def test_a_duplicate_key_in_a_source(lake, table):
+def test_a_duplicate_key_in_a_source(lake, table, on_driver):
     """A second row with an existing key: DuplicateKeyError naming the key value, the source and
-    the version."""
+    the version, whether the batch looks its few keys up on the driver or with Spark."""
+    from lakejoin import lookups
+
     key, duplicate, shown = DUPLICATES[table]
     lake.create("merchants", MERCHANTS, [ACME])
     lake.create("products", PRODUCTS, [PEN])
     spec = lake.spec("left")
     lake.run(spec, checks=False)
     lake.append(table, [duplicate])
-    with pytest.raises(DuplicateKeyError) as exc:
-        lake.run(spec)
+    lake.spark.conf.set(lookups.ENABLED, on_driver)
+    try:
+        with pytest.raises(DuplicateKeyError) as exc:
+            lake.run(spec)
+    finally:
+        lake.spark.conf.unset(lookups.ENABLED)
     assert_says(
         message_of(exc),
         f"the key '{key}' is not unique: {key}={shown} (2 rows)",

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given, note
 from hypothesis import strategies as st
 
-from tests.histories import Step, apply, deletes, example_lake, examples, rows_of, upserts
+from tests.histories import Step, apply, deletes, example_lake, examples, lookup_path, rows_of, upserts
 from tests.lakehouse import MERCHANTS, PRODUCTS
 
 pytestmark = pytest.mark.property
@@ -105,6 +105,7 @@ def test_incremental_equals_recompute_after_every_batch(spark, tmp_path, history
         note(f"batch {number}: {list(batch)}")
         for step in batch:
             apply(lake, step, KEYS)
-        summary = lake.run(spec, checks=number % CHECKS_EVERY == 0)
+        with lookup_path(lake.spark, number):
+            summary = lake.run(spec, checks=number % CHECKS_EVERY == 0)
         note(f"  -> {summary.outcome.value}, pinned {summary.pinned_versions}")
         assert lake.output(spec) == lake.expected(spec), f"{history.how} join after batch {number}"

@@ -31,6 +31,7 @@ from tests.histories import (
     deletes,
     example_lake,
     examples,
+    lookup_path,
     rows_of,
     upserts,
 )
@@ -119,7 +120,8 @@ def test_propagate_incremental_equals_recompute(
         note(f"batch {number}: {list(batch)}")
         for step in batch:
             apply(lake, step, KEYS)
-        summary = lake.run(spec, "enriched_purchases", checks=number % CHECKS_EVERY == 0)
+        with lookup_path(lake.spark, number):
+            summary = lake.run(spec, "enriched_purchases", checks=number % CHECKS_EVERY == 0)
         note(f"  -> {summary.outcome.value}, {summary.metrics()}, pinned {summary.pinned_versions}")
         expected = enrich_oracle(lake, spec, "enriched_purchases")
         assert output_rows(lake, spec, "enriched_purchases") == expected, f"after batch {number}"
@@ -205,7 +207,8 @@ def test_a_view_reading_a_view_equals_the_recompute_of_the_chain(spark, tmp_path
         for step in batch:
             apply(lake, step, KEYS)
         for view in spec.view_order():
-            summary = lake.run(spec, view, checks=number % CHECKS_EVERY == 0)
+            with lookup_path(lake.spark, number):
+                summary = lake.run(spec, view, checks=number % CHECKS_EVERY == 0)
             note(f"  {view} -> {summary.outcome.value}, pinned {summary.pinned_versions}")
         assert output_rows(lake, spec, "display_products") == lake.expected(spec), f"after batch {number}"
         upstream = spec.views["display_products"].path

@@ -23,6 +23,7 @@ from tests.histories import (
     deletes,
     example_lake,
     examples,
+    lookup_path,
     rows_of,
     upserts,
 )
@@ -51,7 +52,8 @@ def run_history(lake: Lakehouse, spec, view: str, history: tuple, oracle) -> Non
         note(f"batch {number}: {list(batch)}")
         for step in batch:
             apply(lake, step, KEYS)
-        summary = lake.run(spec, view, checks=number % CHECKS_EVERY == 0)
+        with lookup_path(lake.spark, number):
+            summary = lake.run(spec, view, checks=number % CHECKS_EVERY == 0)
         note(f"  -> {summary.outcome.value}, pinned {summary.pinned_versions}")
         assert output_rows(lake, spec, view) == oracle(lake, spec, view), f"after batch {number}"
 

@@ -8,8 +8,8 @@ pinned, and updates it afterwards with one MERGE, however many foreign keys it r
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -55,6 +55,26 @@ def routed_left_keys(
         .select(LEFT_KEY)
         .distinct()
     )
+
+
+def routed_on_driver(
+    path: str, version: int, changed_right_keys: Sequence[Any], route: str = RIGHT_KEY, *, most: int
+) -> list[Any] | None:
+    """`routed_left_keys` for right keys listed on the driver, read there (`lookups`): the left
+    keys whose `route` holds any of them, as of `version`. None when delta-rs cannot read the
+    index, or when they are more than `most` (a popular right key: take `routed_left_keys`,
+    which keeps them on the executors)."""
+    import pyarrow.compute as pc
+
+    from lakejoin import lookups
+
+    if not changed_right_keys:
+        return []
+    rows = lookups.read_keys(path, version, route, changed_right_keys, [LEFT_KEY])
+    if rows is None:
+        return None
+    reached = pc.unique(rows[LEFT_KEY])
+    return reached.to_pylist() if len(reached) <= most else None
 
 
 def ensure_index(

@@ -8,10 +8,11 @@ how to keep its own state table (a routing index, composite rows, a re-keyed ind
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lakejoin import lookups
 from lakejoin.errors import DuplicateKeyError, NullKeyError
 from lakejoin.key_ranges import KeyRange, Keys
 from lakejoin.sources import logged_row_count, snapshot
@@ -170,12 +171,16 @@ class BatchContext:
             rows.groupBy(source.key).count().where("count > 1").orderBy(source.key).limit(5).collect()
         )
         if duplicates:
-            shown = ", ".join(f"{source.key}={d[source.key]!r} ({d['count']} rows)" for d in duplicates)
-            raise DuplicateKeyError(
-                f"the key '{source.key}' is not unique: {shown}",
-                where=self.where(source, self.version(source)),
-                fix="deduplicate the source table (one row per key), or declare another key column",
-            )
+            raise self._duplicates(source, [(d[source.key], d["count"]) for d in duplicates])
+
+    def _duplicates(self, source: Source, held: Sequence[tuple[Any, int]]) -> DuplicateKeyError:
+        """The error for key values `source` holds more than once (value, rows), at the pin."""
+        shown = ", ".join(f"{source.key}={value!r} ({n} rows)" for value, n in held)
+        return DuplicateKeyError(
+            f"the key '{source.key}' is not unique: {shown}",
+            where=self.where(source, self.version(source)),
+            fix="deduplicate the source table (one row per key), or declare another key column",
+        )
 
     def unique_rows(self, rows: DataFrame, source: Source) -> DataFrame:
         """`rows` of `source` materialised (a local checkpoint), one per key: two rows with one
@@ -232,6 +237,95 @@ class BatchContext:
             unchanged = snapshot.join(F.broadcast(rest), on=key, how="left_semi")
             changed = changed.unionByName(unchanged)
         return changed.localCheckpoint()
+
+    @property
+    def most_keys(self) -> int:
+        """Up to how many keys a lookup is made on the driver (0: driver lookups are off)."""
+        return lookups.max_keys(self.spark)
+
+    def key_values(self, frame: DataFrame, column: str, count: int | None) -> list[Any] | None:
+        """The values of `column` in `frame` (materialised, `count` rows) on the driver, for a
+        lookup there (`lookups`); None when they are too many, of a type it does not take, or
+        not counted."""
+        most = self.most_keys
+        if count is None or not most or count > most:
+            return None
+        values = [row[0] for row in frame.select(column).collect()] if count else []
+        return values if lookups.literal_keys(values) else None
+
+    def driver_rows(
+        self, source: Source, values: Sequence[Any], *, excluding: Sequence[Any] = ()
+    ) -> DataFrame | None:
+        """The rows of `source` at the pinned version whose key is one of `values` but not of
+        `excluding`, read on the driver (`lookups`), one per key: two rows with one key of
+        `values` raise DuplicateKeyError. None when delta-rs cannot read the table as Spark would."""
+        path, version = source.path, self.version(source)
+        rows = lookups.read_keys(path, version, source.key, values)
+        if rows is None:
+            return None
+        held = lookups.duplicates(rows, source.key)
+        if held:
+            raise self._duplicates(source, held)
+        return lookups.as_spark(
+            self.spark, lookups.without(rows, source.key, excluding), self.snapshot(source).schema
+        )
+
+    def rows_on_driver(
+        self, source: Source, values: Sequence[Any], changes: DataFrame, changed: Sequence[Any]
+    ) -> DataFrame | None:
+        """`rows_of` for keys listed on the driver (`values`; `changed`: those that changed in
+        this batch, whose rows come from `changes`): the other keys' rows come from a driver
+        lookup, no Spark job. None when delta-rs does not read the table (take `rows_of`)."""
+        from lakejoin.changes import upserts
+
+        # The changed keys are looked up too: their rows in the snapshot are not used, but a key
+        # the snapshot holds twice must fail as it does in `rows_of`.
+        unchanged = self.driver_rows(source, values, excluding=changed)
+        if unchanged is None:
+            return None
+        return upserts(changes).select(*unchanged.columns).unionByName(unchanged)
+
+    def affected_on_driver(
+        self, source: Source, changes: DataFrame, reached: Sequence[Any]
+    ) -> tuple[Keys, DataFrame] | None:
+        """The affected keys of `source` (those that changed, `changes`, and those a change on
+        another side reached, `reached`) and their rows at the pin, found on the driver (the
+        keys as `key_ranges.materialised` gives them, and `rows_of`'s rows). None when they are
+        too many, or of a type or in a table a driver lookup does not take (use Spark)."""
+        from lakejoin.key_ranges import enabled
+
+        changed = self.key_values(changes, source.key, self.changed.get(source.name))
+        if changed is None:
+            return None
+        values = sorted(set(changed).union(reached))
+        if len(values) > lookups.max_keys(self.spark) or not lookups.literal_keys(values):
+            return None
+        rows = self.rows_on_driver(source, values, changes, changed)
+        if rows is None:
+            return None
+        keys = self.keys_frame(source, values, rows.schema)
+        listed = values and enabled(self.spark)
+        bounds = KeyRange(source.key, values[0], values[-1]) if listed else KeyRange(source.key)
+        return (keys, len(values), bounds), rows
+
+    def keys_frame(self, source: Source, values: Sequence[Any], schema: Any = None) -> DataFrame:
+        """Key values of `source` listed on the driver, as a one-column frame typed like its key
+        (a local relation: no Spark job)."""
+        from pyspark.sql.types import StructType
+
+        field = (schema or self.snapshot(source).schema)[source.key]
+        return self.spark.createDataFrame([(v,) for v in values], StructType([field]))
+
+    def referenced_on_driver(self, source: Source, rows: DataFrame, fk: str) -> DataFrame | None:
+        """The rows of `source` at the pin that `rows` (few, from `affected_on_driver`) reference
+        through `fk`, one per key, read on the driver; None when a driver lookup does not take
+        them (use `unique_rows`)."""
+        from pyspark.sql import functions as F
+
+        wanted = [r[0] for r in rows.select(fk).where(F.col(fk).isNotNull()).distinct().collect()]
+        if len(wanted) > lookups.max_keys(self.spark) or not lookups.literal_keys(wanted):
+            return None
+        return self.driver_rows(source, wanted)
 
     def whole_source(self, source: Source) -> DataFrame:
         """The pinned snapshot, checked for null and duplicate keys (a full recompute reads it all)."""

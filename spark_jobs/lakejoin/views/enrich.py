@@ -131,20 +131,41 @@ class EnrichView(ViewKindLogic):
 
     # --- affected keys -------------------------------------------------------------------
 
-    def _reached(self, ctx: BatchContext, changes: Mapping[str, DataFrame]) -> tuple[DataFrame, int]:
+    def _reached(
+        self, ctx: BatchContext, changes: Mapping[str, DataFrame]
+    ) -> tuple[DataFrame | list[Any], int]:
         """The fact keys that reference a changed dimension key now (the routing index), and
-        how many."""
+        how many: listed on the driver when the changed keys are few (lookups.py), else a
+        materialised frame."""
+        from deltalake import DeltaTable
         from pyspark.sql import functions as F
 
-        index = ctx.read_state(STATE, self._index_path(ctx.state_path))
-        missing = [route for route in self._routes() if route not in index.columns]
+        path, version = self._index_path(ctx.state_path), ctx.plan.pinned_versions[STATE]
+        held = {field.name for field in DeltaTable(path, version=version).schema().fields}
+        missing = [route for route in self._routes() if route not in held]
         if missing:
             raise BatchStateError(
                 f"its routing index has no route for dimension(s) {', '.join(missing)}: the "
                 "spec's dimensions changed since the index was built",
-                where=f"view '{self.view.name}', routing index {self._index_path(ctx.state_path)}",
+                where=f"view '{self.view.name}', routing index {path}",
                 fix="run the view with --full-refresh: it rebuilds the output and the index",
             )
+        listed: list[Any] | None = []
+        for d in self.enrich.dimensions:
+            changed = ctx.key_values(changes[d.table], self.table(d).key, ctx.changed.get(d.table))
+            found = (
+                None
+                if changed is None
+                else routing.routed_on_driver(path, version, changed, route=d.id, most=ctx.most_keys)
+            )
+            if found is None or listed is None:
+                listed = None
+                break
+            listed += found
+        if listed is not None:
+            unique = sorted(set(listed))
+            return unique, len(unique)
+        index = ctx.read_state(STATE, path)
         reached = None
         for d in self.enrich.dimensions:
             keys = routing.routed_left_keys(
@@ -158,12 +179,10 @@ class EnrichView(ViewKindLogic):
     # --- recompute -------------------------------------------------------------------------
 
     def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
-        affected: DataFrame | None = None
-        count, bounds = None, None
         # Routes follow the fact rows only: the fan-out fallback below still writes just these.
         self._fact_changes = changes[self.fact.name] if changes is not None else None
         if changes is not None:
-            keys = changes[self.fact.name].select(self.fact.key)
+            reached: DataFrame | list[Any] = []
             if self.propagate:
                 reached, count = self._reached(ctx, changes)
                 if fans_out(
@@ -176,30 +195,53 @@ class EnrichView(ViewKindLogic):
                     of="facts",
                 ):
                     changes = None
-                else:
-                    keys = keys.union(reached)
             if changes is not None:
-                affected, count, bounds = materialised(keys.distinct(), self.fact.key)
-        if affected is None:
-            fact_rows = ctx.whole_source(self.fact)
-            ctx.require_unique(fact_rows, self.fact)
+                return self._rebuild_affected(ctx, changes, reached)
+        fact_rows = ctx.whole_source(self.fact)
+        ctx.require_unique(fact_rows, self.fact)
+        dimensions = [self._dimension_rows(ctx, d, fact_rows, whole=True) for d in self.enrich.dimensions]
+        self._fact_rows = fact_rows
+        return Rebuilt(recompute(fact_rows, dimensions), None)
+
+    def _rebuild_affected(
+        self, ctx: BatchContext, changes: Mapping[str, DataFrame], reached: DataFrame | list[Any]
+    ) -> Rebuilt:
+        """The rows of the facts that changed or that a changed dimension key reaches: found on
+        the driver when they are few (lookups.py), else with Spark."""
+        fact_changes = changes[self.fact.name]
+        found = (
+            ctx.affected_on_driver(self.fact, fact_changes, reached) if isinstance(reached, list) else None
+        )
+        if found is not None:
+            (affected, count, bounds), fact_rows = found
         else:
-            assert changes is not None
-            fact_rows = ctx.rows_of(self.fact, affected, changes[self.fact.name], bounds)
+            keys = fact_changes.select(self.fact.key)
+            if isinstance(reached, list):
+                keys = keys.union(ctx.keys_frame(self.fact, reached)) if reached else keys
+            else:
+                keys = keys.union(reached)
+            affected, count, bounds = materialised(keys.distinct(), self.fact.key)
+            fact_rows = ctx.rows_of(self.fact, affected, fact_changes, bounds)
         dimensions = [
-            self._dimension_rows(ctx, d, fact_rows, whole=affected is None) for d in self.enrich.dimensions
+            self._dimension_rows(ctx, d, fact_rows, whole=False, few=found is not None)
+            for d in self.enrich.dimensions
         ]
         self._fact_rows = fact_rows
         return Rebuilt(recompute(fact_rows, dimensions), affected, count, bounds)
 
     def _dimension_rows(
-        self, ctx: BatchContext, d: Dimension, fact_rows: DataFrame, *, whole: bool
+        self, ctx: BatchContext, d: Dimension, fact_rows: DataFrame, *, whole: bool, few: bool = False
     ) -> DimensionRows:
+        """The dimension's rows a recompute needs: all (`whole`), or those `fact_rows` reference,
+        read on the driver when the facts are `few`."""
         table = self.table(d)
+        rows = None
         if whole:
             rows = ctx.whole_source(table)
             ctx.require_unique(rows, table)
-        else:
+        elif few:
+            rows = ctx.referenced_on_driver(table, fact_rows, d.fk)
+        if rows is None:
             rows = ctx.unique_rows(
                 referenced_right_rows(ctx.snapshot(table), fact_rows, d.fk, table.key), table
             )
@@ -207,10 +249,13 @@ class EnrichView(ViewKindLogic):
 
     def _broadcastable(self, ctx: BatchContext, table: Source) -> bool:
         """A dimension is broadcast unless its files exceed the view's broadcast limit."""
-        from delta.tables import DeltaTable
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        from deltalake import DeltaTable
 
-        size = DeltaTable.forPath(ctx.spark, table.path).detail().select("sizeInBytes").first()
-        size_bytes = int(size["sizeInBytes"] or 0) if size else 0
+        # The size of its files at the pin, from the Delta log (delta-rs: no Spark job).
+        files = pa.table(DeltaTable(table.path, version=ctx.version(table)).get_add_actions(flatten=True))
+        size_bytes = int(pc.sum(files["size_bytes"]).as_py() or 0) if files.num_rows else 0
         limit = self.enrich.broadcast_limit_mb
         if size_bytes <= limit * MB:
             return True

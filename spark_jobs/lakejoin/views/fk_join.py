@@ -9,12 +9,20 @@ Pure DataFrame code: reading and writing Delta happens in the batch engine (engi
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lakejoin import quality, routing
-from lakejoin.key_ranges import materialised
+from lakejoin.key_ranges import Keys, materialised
 from lakejoin.spec import FkJoin, JoinHow, PipelineSpec, View
-from lakejoin.views.base import BatchContext, Rebuilt, Validation, ViewKindLogic, fans_out, state_rows
+from lakejoin.views.base import (
+    STATE,
+    BatchContext,
+    Rebuilt,
+    Validation,
+    ViewKindLogic,
+    fans_out,
+    state_rows,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -90,23 +98,14 @@ class FkJoinView(ViewKindLogic):
         self._right_columns = chosen_right_columns(self.join, list(schemas[self.right.name]), self.right.key)
 
     def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
-        from pyspark.sql import functions as F
-
-        affected: DataFrame | None = None
-        count, bounds = None, None
         self._counts = {}
         # Routes follow the left rows only: the fan-out fallback below still writes just these.
         self._left_changes = changes[self.left.name] if changes is not None else None
         if changes is not None:
-            index = ctx.read_state()
-            routed, reached, _ = materialised(
-                routing.routed_left_keys(
-                    index, changes[self.right.name], self.right.key, changed=ctx.changed.get(self.right.name)
-                ).select(F.col(routing.LEFT_KEY).alias(self.left.key))
-            )
+            routed, reached = self._routed(ctx, changes)
             # A right row referenced by many left rows (a popular customer) can reach a large
             # share of the output: then one recompute beats routing every key.
-            if fans_out(
+            if not fans_out(
                 ctx,
                 self.left,
                 reached,
@@ -115,28 +114,72 @@ class FkJoinView(ViewKindLogic):
                 changed="right keys",
                 of="left rows",
             ):
-                changes = None
-        if changes is None:
-            left_rows = ctx.whole_source(self.left)
-            ctx.require_unique(left_rows, self.left)
-            right_rows = ctx.whole_source(self.right)
-            ctx.require_unique(right_rows, self.right)
-        else:
-            affected, count, bounds = materialised(
-                affected_keys(changes[self.left.name], routed, self.left.key), self.left.key
-            )
-            # Materialised once, one row per key (rows_of checks it): the join and the routes
-            # reuse them.
-            left_rows = ctx.rows_of(self.left, affected, changes[self.left.name], bounds)
-            right_rows = ctx.unique_rows(
-                referenced_right_rows(ctx.snapshot(self.right), left_rows, self.join.fk, self.right.key),
-                self.right,
-            )
+                (affected, count, bounds), left_rows, right_rows = self._affected_rows(ctx, changes, routed)
+                self._left_rows = left_rows
+                rows = recompute(
+                    left_rows,
+                    right_rows,
+                    self.join,
+                    right_key=self.right.key,
+                    right_columns=self._right_columns,
+                )
+                return Rebuilt(rows, affected, count, bounds)
+        left_rows = ctx.whole_source(self.left)
+        ctx.require_unique(left_rows, self.left)
+        right_rows = ctx.whole_source(self.right)
+        ctx.require_unique(right_rows, self.right)
         self._left_rows = left_rows
         rows = recompute(
             left_rows, right_rows, self.join, right_key=self.right.key, right_columns=self._right_columns
         )
-        return Rebuilt(rows, affected, count, bounds)
+        return Rebuilt(rows, None)
+
+    def _routed(
+        self, ctx: BatchContext, changes: Mapping[str, DataFrame]
+    ) -> tuple[DataFrame | list[Any], int]:
+        """The left keys the changed right keys reach (the routing index), and how many: listed
+        on the driver when the right keys are few (lookups.py), else a materialised frame."""
+        from pyspark.sql import functions as F
+
+        right_changes = changes[self.right.name]
+        changed = ctx.key_values(right_changes, self.right.key, ctx.changed.get(self.right.name))
+        if changed is not None:
+            listed = routing.routed_on_driver(
+                ctx.state_path, ctx.plan.pinned_versions[STATE], changed, most=ctx.most_keys
+            )
+            if listed is not None:
+                return listed, len(listed)
+        routed, reached, _ = materialised(
+            routing.routed_left_keys(
+                ctx.read_state(), right_changes, self.right.key, changed=ctx.changed.get(self.right.name)
+            ).select(F.col(routing.LEFT_KEY).alias(self.left.key))
+        )
+        return routed, reached
+
+    def _affected_rows(
+        self, ctx: BatchContext, changes: Mapping[str, DataFrame], routed: DataFrame | list[Any]
+    ) -> tuple[Keys, DataFrame, DataFrame]:
+        """The affected left keys (materialised, counted, their range), their left rows and the
+        right rows those reference: found on the driver when they are few (lookups.py)."""
+        left_changes = changes[self.left.name]
+        found = ctx.affected_on_driver(self.left, left_changes, routed) if isinstance(routed, list) else None
+        right_rows = None
+        if found is not None:
+            keys, left_rows = found
+            right_rows = ctx.referenced_on_driver(self.right, left_rows, self.join.fk)
+        else:
+            routed_keys = ctx.keys_frame(self.left, routed) if isinstance(routed, list) else routed
+            keys = materialised(affected_keys(left_changes, routed_keys, self.left.key), self.left.key)
+            affected, _, bounds = keys
+            # Materialised once, one row per key (rows_of checks it): the join and the routes
+            # reuse them.
+            left_rows = ctx.rows_of(self.left, affected, left_changes, bounds)
+        if right_rows is None:
+            right_rows = ctx.unique_rows(
+                referenced_right_rows(ctx.snapshot(self.right), left_rows, self.join.fk, self.right.key),
+                self.right,
+            )
+        return keys, left_rows, right_rows
 
     def write_state(self, ctx: BatchContext) -> None:
         rows, keys = state_rows(self._left_rows, self._left_changes, self.left.key)

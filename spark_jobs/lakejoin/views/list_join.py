@@ -23,12 +23,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from lakejoin import routing
 from lakejoin.changes import CHANGE, ChangeKind, upserts
 from lakejoin.key_ranges import materialised
 from lakejoin.spec import Duplicates, ListJoin, PipelineSpec, View
-from lakejoin.views.base import BatchContext, Rebuilt, Validation, ViewKindLogic, fans_out
+from lakejoin.views.base import STATE, BatchContext, Rebuilt, Validation, ViewKindLogic, fans_out
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -131,12 +132,7 @@ class ListJoinView(ViewKindLogic):
         self._state_change: tuple[DataFrame, DataFrame, DataFrame] | None = None
         if changes is not None:
             state = ctx.read_state()
-            right_changed = changes[self.right.name].select(F.col(self.right.key).alias(ELEMENT))
-            routed = state.select(LEFT_KEY).limit(0)  # no changed element: the state is not scanned
-            reached = 0
-            if ctx.changed.get(self.right.name, 1):
-                routed = state.join(F.broadcast(right_changed), on=ELEMENT, how="left_semi")
-                routed, reached, _ = materialised(routed.select(LEFT_KEY).distinct())
+            routed, reached = self._routed(ctx, state, changes[self.right.name])
             # An element held by many lists (a popular tag) can reach a large share of the
             # output: then one recompute beats re-joining every list that holds it.
             if fans_out(
@@ -169,13 +165,25 @@ class ListJoinView(ViewKindLogic):
 
         left_changed = changes[self.left.name]
         changed_keys = left_changed.select(F.col(key).alias(LEFT_KEY))
-        affected, count, bounds = materialised(changed_keys.union(routed).distinct(), LEFT_KEY)
-        keys, key_bounds = affected.withColumnRenamed(LEFT_KEY, key), replace(bounds, column=key)
-        left_rows = ctx.rows_of(self.left, keys, left_changed, key_bounds)
+        # A batch of few keys finds them, their rows and their old composite rows on the
+        # driver (lookups.py).
+        found = ctx.affected_on_driver(self.left, left_changed, routed) if isinstance(routed, list) else None
+        if isinstance(routed, list):
+            routed = ctx.keys_frame(self.left, routed).withColumnRenamed(key, LEFT_KEY)
+        old_composite = None
+        if found is not None:
+            (keys, count, key_bounds), left_rows = found
+            affected, bounds = keys.withColumnRenamed(key, LEFT_KEY), replace(key_bounds, column=LEFT_KEY)
+            old_composite = self._state_on_driver(ctx, state, keys)
+        else:
+            affected, count, bounds = materialised(changed_keys.union(routed).distinct(), LEFT_KEY)
+            keys, key_bounds = affected.withColumnRenamed(LEFT_KEY, key), replace(bounds, column=key)
+            left_rows = ctx.rows_of(self.left, keys, left_changed, key_bounds)
         new_composite = composite_rows(left_rows, self.join, key).localCheckpoint()
-        old_composite = state.where(bounds.covers(F.col(LEFT_KEY))).join(
-            F.broadcast(affected), on=LEFT_KEY, how="left_semi"
-        )
+        if old_composite is None:
+            old_composite = state.where(bounds.covers(F.col(LEFT_KEY))).join(
+                F.broadcast(affected), on=LEFT_KEY, how="left_semi"
+            )
 
         # A left row whose list is as it was, and none of whose elements changed on the right,
         # keeps its joined list from the output.
@@ -192,6 +200,8 @@ class ListJoinView(ViewKindLogic):
         if ctx.repairing:
             same_list = same_list.limit(0)
         output = ctx.spark.read.format("delta").load(self.view.path).where(bounds.covers(F.col(key)))
+        if found is not None and not ctx.repairing:  # the affected keys' output rows, on the driver
+            output = _either(self._output_on_driver(ctx, output, keys), output)
         kept, carried, _ = materialised(
             output.select(F.col(key).alias(LEFT_KEY), self.join.into).join(
                 F.broadcast(same_list), on=LEFT_KEY, how="left_semi"
@@ -204,15 +214,23 @@ class ListJoinView(ViewKindLogic):
         rejoin_composite, rebuilt, _ = materialised(
             new_composite.join(F.broadcast(carried_keys), on=LEFT_KEY, how="left_anti")
         )
-        wanted = (
-            rejoin_composite.select(F.col(ELEMENT).alias(MATCH)).where(F.col(MATCH).isNotNull()).distinct()
+        referenced = (
+            None if found is None else ctx.referenced_on_driver(self.right, rejoin_composite, ELEMENT)
         )
-        right_rows = ctx.unique_rows(
-            ctx.snapshot(self.right).join(
-                F.broadcast(wanted), F.col(self.right.key) == wanted[MATCH], how="left_semi"
-            ),
-            self.right,
-        )
+        if referenced is not None:
+            right_rows = referenced
+        else:
+            wanted = (
+                rejoin_composite.select(F.col(ELEMENT).alias(MATCH))
+                .where(F.col(MATCH).isNotNull())
+                .distinct()
+            )
+            right_rows = ctx.unique_rows(
+                ctx.snapshot(self.right).join(
+                    F.broadcast(wanted), F.col(self.right.key) == wanted[MATCH], how="left_semi"
+                ),
+                self.right,
+            )
         lists = joined_lists(
             composite_rows(rejoin_rows, self.join, key, outer=True),
             right_rows,
@@ -232,6 +250,55 @@ class ListJoinView(ViewKindLogic):
         )
         self._counts.update(composite_rows_rebuilt=rebuilt, left_rows_carried=carried)
         return Rebuilt(self._output_rows(left_rows, lists), keys, count, key_bounds)
+
+    def _routed(
+        self, ctx: BatchContext, state: DataFrame, right_changes: DataFrame
+    ) -> tuple[DataFrame | list[Any], int]:
+        """The left keys whose lists hold a changed element (the composite rows), and how many:
+        listed on the driver when the changed elements are few (lookups.py), else materialised.
+        With no changed element the state is not read."""
+        from pyspark.sql import functions as F
+
+        if not ctx.changed.get(self.right.name, 1):  # no changed element: the state is not read
+            return [], 0
+        changed = ctx.key_values(right_changes, self.right.key, ctx.changed.get(self.right.name))
+        if changed is not None:
+            listed = routing.routed_on_driver(
+                ctx.state_path, ctx.plan.pinned_versions[STATE], changed, route=ELEMENT, most=ctx.most_keys
+            )
+            if listed is not None:
+                return listed, len(listed)
+        wanted = right_changes.select(F.col(self.right.key).alias(ELEMENT))
+        routed = state.join(F.broadcast(wanted), on=ELEMENT, how="left_semi")
+        done, reached, _ = materialised(routed.select(LEFT_KEY).distinct())
+        return done, reached
+
+    def _state_on_driver(self, ctx: BatchContext, state: DataFrame, keys: DataFrame) -> DataFrame | None:
+        """The composite rows of the affected left keys (`keys`, a local relation), at the
+        state's pinned version, read on the driver; None when delta-rs does not read it."""
+        from lakejoin import lookups
+
+        path, version = ctx.state_path, ctx.plan.pinned_versions[STATE]
+        values = [row[0] for row in keys.collect()]
+        rows = lookups.read_keys(path, version, LEFT_KEY, values, [LEFT_KEY, POS, ELEMENT])
+        if rows is None:
+            return None
+        return lookups.as_spark(ctx.spark, rows, state.select(LEFT_KEY, POS, ELEMENT).schema)
+
+    def _output_on_driver(self, ctx: BatchContext, output: DataFrame, keys: DataFrame) -> DataFrame | None:
+        """The output's rows of the affected left keys (`keys`, a local relation) as the table
+        holds them now, read on the driver; None when delta-rs does not read it."""
+        from deltalake import DeltaTable
+
+        from lakejoin import lookups
+
+        path = self.view.path
+        version = DeltaTable(path).version()
+        values = [row[0] for row in keys.collect()]
+        rows = lookups.read_keys(path, version, self.left.key, values)
+        if rows is None:
+            return None
+        return lookups.as_spark(ctx.spark, rows, output.schema)
 
     def _changed_composite(
         self, state: DataFrame, rows: DataFrame, left_changed: DataFrame
@@ -308,6 +375,10 @@ class ListJoinView(ViewKindLogic):
                 ],
             ),
         ]
+
+
+def _either(first: DataFrame | None, second: DataFrame) -> DataFrame:
+    return second if first is None else first
 
 
 def ensure_composite_table(spark: SparkSession, path: str, composite: DataFrame) -> None:

@@ -23,13 +23,13 @@ each is recomputed from the masters that claim it in the index.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lakejoin.changes import CHANGE, VERSION, ChangeKind, net_changes, read_change_feed
 from lakejoin.errors import KeyConflictError
 from lakejoin.sink import KEEP
 from lakejoin.spec import OnConflict, PipelineSpec, View
-from lakejoin.views.base import BatchContext, Rebuilt, Validation, ViewKindLogic
+from lakejoin.views.base import STATE, BatchContext, Rebuilt, Validation, ViewKindLogic
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -114,13 +114,25 @@ class RekeyView(ViewKindLogic):
             new = upserts.where(F.col(v).isNotNull()).select(
                 k, v, F.col(VERSION).alias(SINCE), *self._columns
             )
-            old = index.join(F.broadcast(changed.select(k)), on=k, how="left_semi")
+            # A batch of few masters reads their index rows on the driver (lookups.py).
+            masters = ctx.key_values(changed, k, ctx.changed.get(self.master.name))
+            listed = None if masters is None else self._index_on_driver(ctx, index, k, masters)
+            old = (
+                index.join(F.broadcast(changed.select(k)), on=k, how="left_semi")
+                if listed is None
+                else listed
+            )
             key_columns = list(self.output_key)
             affected = old.select(*key_columns).union(new.select(*key_columns)).distinct().localCheckpoint()
             derived = affected.select(v).distinct()
-            unchanged = index.join(F.broadcast(changed.select(k)), on=k, how="left_anti").join(
-                F.broadcast(derived), on=v, how="left_semi"
-            )
+            unchanged = None
+            if masters is not None and listed is not None and self.rekey.unique:
+                claimed = [row[0] for row in derived.collect()]
+                unchanged = self._index_on_driver(ctx, index, v, claimed, excluding=(k, masters))
+            if unchanged is None:
+                unchanged = index.join(F.broadcast(changed.select(k)), on=k, how="left_anti").join(
+                    F.broadcast(derived), on=v, how="left_semi"
+                )
             # Without `unique`, a derived row depends on its own master alone.
             claims = (
                 new if not self.rekey.unique else unchanged.select(*self._index_columns()).unionByName(new)
@@ -148,6 +160,29 @@ class RekeyView(ViewKindLogic):
                     + shown_conflicts(clashes, v, k, limit=5)
                 )
         return Rebuilt(self._output(resolve(claims, v, k, unique=self.rekey.unique)), affected)
+
+    @staticmethod
+    def _index_on_driver(
+        ctx: BatchContext,
+        index: DataFrame,
+        column: str,
+        values: list[Any],
+        *,
+        excluding: tuple[str, list[Any]] | None = None,
+    ) -> DataFrame | None:
+        """The index rows, at its pinned version, whose `column` is one of `values` (less those
+        whose `excluding` column holds one of its values), read on the driver; None when they
+        are too many or delta-rs does not read the index."""
+        from lakejoin import lookups
+
+        path, version = ctx.state_path, ctx.plan.pinned_versions[STATE]
+        few = len(values) <= lookups.max_keys(ctx.spark) and lookups.literal_keys(values)
+        rows = lookups.read_keys(path, version, column, values) if few else None
+        if rows is None:
+            return None
+        if excluding is not None:
+            rows = lookups.without(rows, *excluding)
+        return lookups.as_spark(ctx.spark, rows, index.schema)
 
     def _full_index(self, ctx: BatchContext) -> DataFrame:
         """Every master row with the commit version of its last change.

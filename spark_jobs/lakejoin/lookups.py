@@ -1,0 +1,145 @@
+"""The rows of a batch's few keys, read on the driver with delta-rs: no Spark job.
+
+A Spark lookup of a few keys (a semi-join with them, a uniqueness check, a local checkpoint)
+starts 5-20 Spark jobs whatever the table's size; at 1.5 M rows that held 4-10 s of a tiny
+batch (docs/benchmarks.md, protocol version 2). delta-rs answers `key IN (...)` from the
+pinned version in 0.04-0.8 s, at 15 M rows too: it skips the files whose statistics exclude the
+keys (the literal range helps when the list is long) and reads the rest with deletion vectors
+applied. The rows come back as Arrow, typed after the Spark schema, and enter Spark as a local
+relation.
+
+It applies to up to `max_keys` keys of an integer, string or date column, in a table whose
+reader features delta-rs reads (deletion vectors included, column mapping not). Elsewhere the
+caller takes its Spark lookup.
+
+>>> rows = read_keys(path, 12, "order_id", [3, 5, 8])                 # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from deltalake import DeltaTable
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+# Set to "false" to look every key up with Spark.
+ENABLED = "spark.lakejoin.lookups.onDriver"
+# Up to how many keys a lookup is made on the driver. Measured at 15 M orders (session 32):
+# 20 random keys 0.04-1.2 s, 1,000 keys 0.54 s, 5,000 keys 0.84 s, against Spark's 5-20 jobs.
+MAX_KEYS = "spark.lakejoin.lookups.maxKeys"
+MAX_KEYS_DEFAULT = 20_000
+# Reader features delta-rs 1.x applies when it reads (column mapping is left to Spark).
+READABLE = {"deletionVectors", "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"}
+
+
+def max_keys(spark: SparkSession) -> int:
+    """How many keys a driver lookup takes at most (0 when lookups on the driver are off)."""
+    if (spark.conf.get(ENABLED, None) or "true").lower() == "false":
+        return 0
+    return int(spark.conf.get(MAX_KEYS, None) or MAX_KEYS_DEFAULT)
+
+
+def readable(table: DeltaTable) -> bool:
+    """Whether delta-rs reads `table` (a version of it) as Spark would."""
+    protocol = table.protocol()
+    if not set(protocol.reader_features or []) <= READABLE or protocol.min_reader_version > 3:
+        return False
+    return table.metadata().configuration.get("delta.columnMapping.mode", "none") == "none"
+
+
+def literal_keys(values: Sequence[Any]) -> bool:
+    """Whether every value is one a SQL literal gives back exactly (integers, strings, dates)."""
+    exact = (int, str, datetime.date)
+    return all(isinstance(v, exact) and not isinstance(v, (bool, datetime.datetime)) for v in values)
+
+
+def read_keys(
+    path: str, version: int, column: str, values: Sequence[Any], columns: Sequence[str] | None = None
+) -> pa.Table | None:
+    """The rows of the table at `path`, as of `version`, whose `column` is one of `values` (its
+    `columns`, or all), as a pyarrow Table; None when delta-rs does not read the table as Spark
+    would (`readable`). The caller checks `literal_keys`."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, QueryBuilder
+
+    from lakejoin.driver_merge import _literal, _q
+
+    table = DeltaTable(path, version=version)
+    if not readable(table):
+        return None
+    chosen = ", ".join(_q(c) for c in columns) if columns else "*"
+    if not values:
+        sql = f"SELECT {chosen} FROM t WHERE FALSE"
+    else:
+        distinct = sorted(set(values))
+        listed = ", ".join(_literal(v) for v in distinct)
+        # The range lets delta-rs skip files by their statistics when the list is too long for
+        # its pruning to read (more than 20 values); the list selects the rows.
+        bounds = f"{_q(column)} BETWEEN {_literal(distinct[0])} AND {_literal(distinct[-1])}"
+        sql = f"SELECT {chosen} FROM t WHERE {bounds} AND {_q(column)} IN ({listed})"
+    rows = pa.table(QueryBuilder().register("t", table).execute(sql).read_all())
+    return rows.cast(pa.schema([f.with_type(_plain(f.type)) for f in rows.schema]))
+
+
+def _plain(kind: pa.DataType) -> pa.DataType:
+    """`kind` with string and binary views as plain strings and binaries (pyarrow's compute
+    functions, and Spark, take those), nested types included."""
+    import pyarrow as pa
+
+    if pa.types.is_string_view(kind):
+        return pa.string()
+    if pa.types.is_binary_view(kind):
+        return pa.binary()
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_list_view(kind):
+        return pa.list_(kind.value_field.with_type(_plain(kind.value_type)))
+    if pa.types.is_struct(kind):
+        return pa.struct(
+            [kind.field(i).with_type(_plain(kind.field(i).type)) for i in range(kind.num_fields)]
+        )
+    if pa.types.is_map(kind):
+        return pa.map_(
+            kind.key_field.with_type(_plain(kind.key_type)), kind.item_field.with_type(_plain(kind.item_type))
+        )
+    return kind
+
+
+def as_spark(spark: SparkSession, rows: pa.Table, schema: StructType) -> DataFrame:
+    """`rows` as a Spark DataFrame (a local relation) with exactly `schema`: delta-rs reads
+    strings as string views and may name nested fields its own way, so the rows are cast to the
+    Arrow form of the Spark schema first."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    target = to_arrow_schema(schema)
+    # One chunk per column, an empty one when there are no rows: pyspark 4.1 cannot build a
+    # column of nested timestamps (or any list) from a result with no chunks at all.
+    typed = (
+        rows.select(schema.fieldNames()).cast(target).combine_chunks()
+        if rows.num_rows
+        else target.empty_table()
+    )
+    return spark.createDataFrame(typed, schema=schema)
+
+
+def without(rows: pa.Table, column: str, values: Sequence[Any]) -> pa.Table:
+    """`rows` but those whose `column` is one of `values`."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not values or rows.num_rows == 0:
+        return rows
+    listed = pa.array(list(values)).cast(rows.schema.field(column).type)
+    return rows.filter(pc.invert(pc.is_in(rows[column], value_set=listed)))
+
+
+def duplicates(rows: pa.Table, column: str, *, shown: int = 5) -> list[tuple[Any, int]]:
+    """Up to `shown` values of `column` held by more than one row, with their counts, in order."""
+    import pyarrow.compute as pc
+
+    counts = rows.group_by(column).aggregate([(column, "count")])
+    held = counts.filter(pc.greater(counts[f"{column}_count"], 1)).sort_by(column)
+    return [(r[column], r[f"{column}_count"]) for r in held.slice(0, shown).to_pylist()]

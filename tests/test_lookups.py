@@ -1,0 +1,69 @@
+"""Driver lookups (lookups.py) as truth tables on small Delta tables delta-rs writes: which rows
+a key list selects, at which version, and what a driver lookup refuses. No Spark, no JVM."""
+
+from __future__ import annotations
+
+import datetime
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+
+from lakejoin import lookups
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture
+def table(tmp_path):
+    """v0: keys 1-6 (one held twice), v1: key 7 appended."""
+    path = str(tmp_path / "t")
+    names = ["a", "o'brien", "c", "d", "e", "e2", "f"]
+    write_deltalake(path, pa.table({"k": [1, 2, 3, 4, 5, 5], "name": names[:6]}))
+    write_deltalake(path, pa.table({"k": [7], "name": ["g"]}), mode="append")
+    return path
+
+
+def keys_and_names(rows: pa.Table | None) -> list[tuple[int, str]]:
+    assert rows is not None
+    return sorted(zip(rows["k"].to_pylist(), rows["name"].to_pylist(), strict=True))
+
+
+def test_a_key_list_selects_its_rows_at_the_pinned_version(table):
+    assert keys_and_names(lookups.read_keys(table, 0, "k", [2, 4, 7])) == [(2, "o'brien"), (4, "d")]
+    assert keys_and_names(lookups.read_keys(table, 1, "k", [2, 4, 7])) == [(2, "o'brien"), (4, "d"), (7, "g")]
+    assert lookups.read_keys(table, 1, "k", []).num_rows == 0
+    assert lookups.read_keys(table, 1, "k", [100]).num_rows == 0
+
+
+def test_string_keys_with_quotes_are_literals_not_sql(table):
+    rows = lookups.read_keys(table, 1, "name", ["o'brien", "x' OR '1'='1"], ["k"])
+    assert rows["k"].to_pylist() == [2]
+
+
+def test_duplicates_name_the_keys_held_twice_and_without_drops_listed_keys(table):
+    rows = lookups.read_keys(table, 1, "k", [1, 5, 7])
+    assert lookups.duplicates(rows, "k") == [(5, 2)]
+    assert sorted(lookups.without(rows, "k", [5])["k"].to_pylist()) == [1, 7]
+
+
+def test_only_exact_literals_are_looked_up_on_the_driver():
+    assert lookups.literal_keys([1, "a", datetime.date(2026, 1, 2)])
+    assert not lookups.literal_keys([1.5])
+    assert not lookups.literal_keys([True])
+    assert not lookups.literal_keys([datetime.datetime(2026, 1, 2, 3)])
+
+
+def test_a_table_with_column_mapping_is_left_to_spark(tmp_path, table):
+    assert lookups.read_keys(table, 1, "k", [1]) is not None
+    mapped = str(tmp_path / "mapped")
+    write_deltalake(
+        mapped,
+        pa.table({"k": [1]}),
+        configuration={
+            "delta.columnMapping.mode": "name",
+            "delta.minReaderVersion": "2",
+            "delta.minWriterVersion": "5",
+        },
+    )
+    assert lookups.read_keys(mapped, 0, "k", [1]) is None
