@@ -67,3 +67,14 @@ def test_a_table_with_column_mapping_is_left_to_spark(tmp_path, table):
         },
     )
     assert lookups.read_keys(mapped, 0, "k", [1]) is None
+
+
+def test_a_long_key_list_is_read_in_chunks(tmp_path):
+    """40,000 listed keys: one IN list that long overflowed DataFusion's planner stack and killed
+    the process (session 32); the lookup reads it a chunk at a time and finds every key."""
+    path = str(tmp_path / "long")
+    write_deltalake(path, pa.table({"k": list(range(50_000)), "v": [k % 7 for k in range(50_000)]}))
+    wanted = list(range(0, 80_000, 2))  # 40,000 keys, 25,000 of them in the table
+    rows = lookups.read_keys(path, 0, "k", wanted)
+    assert rows is not None
+    assert sorted(rows["k"].to_pylist()) == list(range(0, 50_000, 2))
