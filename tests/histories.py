@@ -71,15 +71,29 @@ def batches(steps: st.SearchStrategy[Step]) -> st.SearchStrategy[tuple]:
 
 @contextmanager
 def lookup_path(spark, number: int) -> Iterator[None]:  # noqa: ANN001
-    """Batch `number` finds its few keys' rows on the driver when odd, with Spark when even
-    (lookups.py): one history drives both paths, one batch after the other, at no extra cost."""
-    from lakejoin import lookups
+    """Batch `number` takes one of four routes, in turn, so that one history checks each against
+    the recompute at no extra cost:
+    - 0: Spark's lookups and the write a batch of its size takes (for a few keys, one MERGE
+      from the driver);
+    - 1: the few keys' rows read on the driver (lookups.py), the same write;
+    - 2: Spark's lookups, and the split write (a MERGE of the keys a table holds, an append of
+      the new ones) forced, as for a batch of many keys into a large table;
+    - 3: driver lookups, and the output written by deleting the changed keys and appending
+      their rows (delete_changed.py), forced likewise."""
+    from lakejoin import driver_merge, lookups
+    from lakejoin.sink import ONE_MERGE_MAX_KEYS
 
-    spark.conf.set(lookups.ENABLED, "true" if number % 2 else "false")
+    route = number % 4
+    conf = {lookups.ENABLED: "true" if route % 2 else "false"}
+    if route >= 2:
+        conf |= {ONE_MERGE_MAX_KEYS: "0", driver_merge.MAX_KEYS: "0"}
+    for name, value in conf.items():
+        spark.conf.set(name, value)
     try:
         yield
     finally:
-        spark.conf.unset(lookups.ENABLED)
+        for name in conf:
+            spark.conf.unset(name)
 
 
 def apply(lake: Lakehouse, step: Step, keys: dict[str, str]) -> None:

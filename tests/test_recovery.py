@@ -17,8 +17,9 @@ import uuid
 from pathlib import Path
 
 import pytest
+from deltalake import DeltaTable
 
-from lakejoin import driver_merge
+from lakejoin import delete_changed, driver_merge
 from lakejoin.engine.batch import BatchOutcome, batch_log
 from lakejoin.engine.log import BatchLog
 from lakejoin.engine.markers import app_id, output_batches
@@ -37,9 +38,13 @@ from tests.lakehouse import (
     run_cli_with_failpoint,
 )
 
-# The split write (a MERGE of the keys the output holds, then an append), forced for a batch of
-# a few keys, which is otherwise one MERGE from the driver.
-SPLIT = {ONE_MERGE_MAX_KEYS: "0", driver_merge.MAX_KEYS: "0"}
+# The two writes of a batch of many keys into a large output, forced for a batch of a few keys,
+# which is otherwise one MERGE from the driver: deleting the keys whose row changed, then
+# appending their rows (delete_changed.py), and the split write (a MERGE of the keys the output
+# holds, then an append of the new ones), which takes the batches that write does not suit.
+DELETE_CHANGED = {ONE_MERGE_MAX_KEYS: "0", driver_merge.MAX_KEYS: "0"}
+SPLIT = DELETE_CHANGED | {delete_changed.ENABLED: "false"}
+TWO_COMMITS = {"split": SPLIT, "delete_changed": DELETE_CHANGED}
 
 pytestmark = pytest.mark.e2e
 
@@ -215,12 +220,21 @@ def test_only_maintenance_commits_are_nothing_new_and_history_is_read_newest_fir
 # --- a kill -9 at every commit point ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("point", ["after_state_write", "between_output_commits", "after_output_commit"])
-def test_a_batch_killed_at_a_commit_point_ends_exact_on_the_next_run(lake, point):
+@pytest.mark.parametrize(
+    ("point", "write"),
+    [
+        ("after_state_write", None),
+        ("between_output_commits", "split"),
+        ("between_output_commits", "delete_changed"),
+        ("after_output_commit", None),
+    ],
+)
+def test_a_batch_killed_at_a_commit_point_ends_exact_on_the_next_run(lake, point, write):
     """Batch 2 updates keys the output holds and inserts a new one. A batch of a few keys is
-    written by one MERGE, the batch commit; with the split write forced (`SPLIT`,
-    as for a batch of many keys) it takes two commits: the MERGE of the keys the output holds
-    (stamped as the batch's first) and the append (the batch commit).
+    written by one MERGE, the batch commit; with a write of many keys forced (`TWO_COMMITS`) it
+    takes two commits, the first stamped as the batch's first and the last as the batch commit:
+    the split write's MERGE of the keys the output holds and its append of new ones, or the
+    DELETE of the keys whose row changed and the append of their rows.
     - killed after its state write: nothing of the batch is visible; the next run plans afresh,
       at newer versions, over a state table the dead run already wrote;
     - killed between its two output commits: the next run finishes batch 2 on exactly the
@@ -232,8 +246,7 @@ def test_a_batch_killed_at_a_commit_point_ends_exact_on_the_next_run(lake, point
     change_everything_once(lake)
     before = versions(spec)
 
-    split = SPLIT if point == "between_output_commits" else None
-    crashed = run_cli_with_failpoint(spec.file, point, conf=split)
+    crashed = run_cli_with_failpoint(spec.file, point, conf=TWO_COMMITS.get(write or ""))
 
     assert crashed.returncode == -signal.SIGKILL, crashed.stdout + crashed.stderr
     after_crash = versions(spec)
@@ -242,6 +255,9 @@ def test_a_batch_killed_at_a_commit_point_ends_exact_on_the_next_run(lake, point
     expected_txn = {"after_state_write": 3, "between_output_commits": 4, "after_output_commit": 5}[point]
     assert output_txn(spec) == expected_txn
     assert after_crash["output"] == before["output"] + {3: 0, 4: 1, 5: 1}[expected_txn]
+    if write is not None:  # the first of the two commits is the write's own
+        first = DeltaTable(spec.views[VIEW].path).history(1)[0]["operation"]
+        assert first == {"split": "MERGE", "delete_changed": "DELETE"}[write]
     crash_pins = {"products": version(lake.path("products")), "merchants": version(lake.path("merchants"))}
 
     change_after_the_crash(lake)  # they belong to a later batch than the one the crash cut

@@ -4,10 +4,10 @@ ones, and leaves rows whose content did not change untouched (no spurious change
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from lakejoin import driver_merge, key_ranges
+from lakejoin import delete_changed, driver_merge, key_ranges
 from lakejoin.engine.markers import (
     OutputCommit,
     current_txn,
@@ -18,15 +18,13 @@ from lakejoin.engine.markers import (
 )
 from lakejoin.errors import ConcurrentBatchError, SourceError
 from lakejoin.key_ranges import KeyRange, Keys, materialised, write_laid_out
+from lakejoin.merge_terms import HELD, KEEP, PRESENT, MergeCounts, any_of, same_key, values_differ
 from lakejoin.sources import data_files
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
 
-PRESENT = "_lj_present"
-KEEP = "_lj_keep"  # merge_by_key: false deletes the row's key
-HELD = "_lj_held"  # the table already holds the row's key
 # Above this many keys a batch takes one MERGE: its rows are too many to broadcast from a
 # driver with Spark's default memory, and a shuffle of the table is then the cheaper join anyway.
 SPLIT_MERGE_MAX_KEYS = 500_000
@@ -43,16 +41,6 @@ DV_DEFAULT = "spark.databricks.delta.properties.defaults.enableDeletionVectors"
 # Whether Delta's MERGE materialises its source first ("auto": whenever the source's plan holds
 # anything but Delta scans, as a local checkpoint does).
 MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
-
-
-@dataclass(frozen=True)
-class MergeCounts:
-    inserted: int = 0
-    updated: int = 0
-    deleted: int = 0
-    applied: bool = True
-    version: int | None = None  # the batch commit's version, when the write carried one
-    keys: int = 0  # the keys the write covered (merge_affected: the batch's affected keys)
 
 
 def nullable(kind: DataType) -> Any:
@@ -153,9 +141,12 @@ def replace_output(path: str, recomputed: DataFrame, commit: OutputCommit | None
     return _final_counts(path, commit, MergeCounts())
 
 
-def _final_counts(path: str, commit: OutputCommit, counts: MergeCounts) -> MergeCounts:
-    """`counts` with the rows the batch commit appended (Delta's operationMetrics) and its
-    version; a batch commit Delta skipped means another run committed this batch first."""
+def _final_counts(
+    path: str, commit: OutputCommit, counts: MergeCounts, *, add_appended: bool = True
+) -> MergeCounts:
+    """`counts` with the rows the batch commit appended (Delta's operationMetrics, unless
+    `add_appended` is false: `counts` holds them already) and its version; a batch commit Delta
+    skipped means another run committed this batch first."""
     found = commit.committed(path)
     if found is None:
         raise ConcurrentBatchError(
@@ -165,6 +156,8 @@ def _final_counts(path: str, commit: OutputCommit, counts: MergeCounts) -> Merge
         )
     version, info = found
     appended = operation_metrics(info).get("numOutputRows", 0) if info.get("operation") == "WRITE" else 0
+    if not add_appended:
+        appended = 0
     return MergeCounts(
         inserted=counts.inserted + appended,
         updated=counts.updated,
@@ -235,6 +228,10 @@ def merge_by_key(
     applies once per (app, version), even when a retry repeats the call after a crash between
     its two commits.
 
+    A batch of an output too many keys for one MERGE and too large for the driver's is written by
+    deleting its changed keys and appending their rows, where that suits it (delete_changed.py);
+    otherwise by the split write (`_merge_then_append`).
+
     `known` (not with `full`): the keys of `source`, one row each, as `key_ranges.materialised`
     gave them (frame, count, range). The write then probes the table with them, and `source`
     (built from materialised frames) is materialised once, inside the probe's job, not in a
@@ -259,6 +256,14 @@ def merge_by_key(
     on_driver = not full and 0 < keys <= driver_merge.max_keys(spark) and driver_merge.enabled(spark)
     if on_driver and driver_merge.writable(path, keyed, most_rows=driver_merge.max_rows(spark)):
         return replace(_merge_on_driver(spark, path, keyed, columns, key, commit), keys=keys)
+    values = None
+    writes_changed = commit is not None and not full and not small
+    if writes_changed and delete_changed.applies(spark, path, keyed, key, keys):
+        values = _key_values(keyed if probe is None else probe, key[0])
+    if commit is not None and values:
+        written = delete_changed.write(spark, path, keyed, values, columns, key[0], commit)
+        if written is not None:
+            return replace(_final_counts(path, commit, written, add_appended=False), keys=keys)
     if small or keys > SPLIT_MERGE_MAX_KEYS:
         listed = None
         if small and key_ranges.enabled(spark):
@@ -317,17 +322,6 @@ def _key_values(keys: DataFrame, column: str) -> list[Any] | None:
     return sorted({row[0] for row in keys.select(column).collect() if row[0] is not None})
 
 
-def _any_of(column: Column, values: Sequence[Any]) -> Column:
-    """`column` equals one of `values` (not empty), as equalities joined by OR in a balanced
-    tree (a predicate Delta skips files on; the tree keeps the expression shallow)."""
-    from pyspark.sql import functions as F
-
-    if len(values) == 1:
-        return column == F.lit(values[0])
-    half = len(values) // 2
-    return _any_of(column, values[:half]) | _any_of(column, values[half:])
-
-
 def _differences(
     spark: SparkSession, path: str, wanted: DataFrame, key: Sequence[str], columns: Sequence[str]
 ) -> DataFrame:
@@ -343,9 +337,9 @@ def _differences(
     values = [c for c in columns if c not in key]
     wanted = wanted.select(*columns).withColumn(new, F.lit(True)).alias("n")
     table = spark.read.format("delta").load(path).select(*columns).withColumn(old, F.lit(True)).alias("o")
-    differs = F.col(f"o.{old}").isNull() | F.col(f"n.{new}").isNull() | _values_differ("n", "o", values)
+    differs = F.col(f"o.{old}").isNull() | F.col(f"n.{new}").isNull() | values_differ("n", "o", values)
     return (
-        wanted.join(table, _same_key("n", "o", key), how="full_outer")
+        wanted.join(table, same_key("n", "o", key), how="full_outer")
         .where(differs)
         .select(
             *[F.coalesce(F.col(f"n.`{c}`"), F.col(f"o.`{c}`")).alias(c) for c in key],
@@ -353,26 +347,6 @@ def _differences(
             F.col(f"n.{new}").isNotNull().alias(KEEP),
         )
     )
-
-
-def _same_key(a: str, b: str, key: Sequence[str]) -> Column:
-    """The rows of the frames aliased `a` and `b` hold the same key."""
-    from pyspark.sql import functions as F
-
-    on = F.lit(True)
-    for column in key:
-        on = on & (F.col(f"{a}.`{column}`") == F.col(f"{b}.`{column}`"))
-    return on
-
-
-def _values_differ(a: str, b: str, values: Sequence[str]) -> Column:
-    """Any of `values` differs between the frames aliased `a` and `b` (null equals null)."""
-    from pyspark.sql import functions as F
-
-    differs = F.lit(False)
-    for column in values:
-        differs = differs | ~F.col(f"{a}.`{column}`").eqNullSafe(F.col(f"{b}.`{column}`"))
-    return differs
 
 
 def _fill(
@@ -537,12 +511,12 @@ def _merge(
     from pyspark.sql import functions as F
 
     values = [c for c in columns if c not in key]
-    changed = _values_differ("t", "s", values)
-    on = _same_key("t", "s", key)
+    changed = values_differ("t", "s", values)
+    on = same_key("t", "s", key)
     if bounds is not None:
         on = bounds.covers(F.col(f"t.`{bounds.column}`")) & on
     if listed:
-        on = _any_of(F.col(f"t.`{key[0]}`"), listed) & on
+        on = any_of(F.col(f"t.`{key[0]}`"), listed) & on
     keep = F.col(f"s.`{KEEP}`")
     merge = (
         DeltaTable.forPath(spark, path)
