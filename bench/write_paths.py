@@ -12,9 +12,10 @@ rows: the script checks that by count and hash and exits 1 when one does not.
   (driver_merge.py), forced at any size;
 - `delete_append`: MERGE that deletes every batch key the table holds, then append every
   surviving row: no value is compared, so an unchanged row is rewritten (a spurious change);
-- `delete_changed`: the keys' old rows read on the driver with delta-rs and diffed with the
-  batch, Spark's DELETE of the keys whose row changed or went, an append of the changed and new
-  rows (no unchanged row touched);
+- `delete_changed`: lakejoin's write of many keys into a large output (delete_changed.py): the
+  keys' old rows read on the driver with delta-rs and compared with the batch, Spark's DELETE of
+  the keys whose row changed or went, an append of the changed and new rows (no unchanged row
+  touched);
 - each with the table's Change Data Feed on and off: the feed makes Delta write the preimage of
   every updated or deleted row, so it must read their whole rows.
 """
@@ -112,36 +113,24 @@ def delete_append(spark: SparkSession, path: str, batch: DataFrame, columns: lis
 
 
 def delete_changed(spark: SparkSession, path: str, batch: DataFrame, columns: list[str]) -> None:
-    """The batch keys' old rows read on the driver (delta-rs, lookups.py) and diffed with the
-    batch; the keys whose row changed or went are deleted by Spark's DELETE (deletion vectors:
-    it reads the key column, not whole files), then the changed and new rows are appended. An
-    unchanged row is not touched; an update shows in the feed as a delete and an insert."""
-    from deltalake import DeltaTable as RustTable
-    from pyspark.sql import functions as F
+    """lakejoin's write of a batch of many keys into a large output (delete_changed.py): the
+    keys' old rows read on the driver and compared with the batch; Spark's DELETE of the keys
+    whose row changed or went, an append of the changed and new rows. An unchanged row is not
+    touched; an update shows in the feed as a delete and an insert. Stamped as a batch of an
+    app of its own, so that every run applies."""
+    import uuid
 
-    from lakejoin import lookups
-    from lakejoin.sink import KEEP
+    from lakejoin import delete_changed as write
+    from lakejoin.engine.markers import FINAL, PRE, BatchMarker, OutputCommit
+    from lakejoin.engine.records import BatchMode
 
-    keys = [row[0] for row in batch.select(KEY).collect()]
-    schema = batch.select(*columns).schema
-    found = lookups.read_keys(path, RustTable(path).version(), KEY, keys, columns)
-    assert found is not None
-    old = lookups.as_spark(spark, found, schema).withColumn("_lj_old", F.lit(True))
-    values = [c for c in columns if c != KEY]
-    differs = F.lit(False)
-    for c in values:
-        differs = differs | ~F.col(f"n.{c}").eqNullSafe(F.col(f"o.{c}"))
-    joined = batch.alias("n").join(old.alias("o"), on=KEY, how="left")
-    held = F.col("o._lj_old").isNotNull()
-    changed = joined.where(held & (~F.col(f"n.{KEEP}") | differs)).select(KEY).collect()
-    if changed:
-        from delta.tables import DeltaTable
+    def marker(part: str) -> BatchMarker:
+        return BatchMarker(1, part, BatchMode.INCREMENTAL, {}, {})
 
-        DeltaTable.forPath(spark, path).delete(F.col(KEY).isin([row[0] for row in changed]))
-    appended = joined.where(F.col(f"n.{KEEP}") & (~held | differs)).select(
-        *[F.col(f"n.{c}") for c in columns]
-    )
-    appended.write.format("delta").mode("append").save(path)
+    commit = OutputCommit(f"bench.{uuid.uuid4().hex}", marker(PRE), marker(FINAL))
+    keyed = batch.localCheckpoint()
+    keys = sorted(row[0] for row in keyed.select(KEY).collect())
+    assert write.write(spark, path, keyed, keys, columns, KEY, commit) is not None
 
 
 WAYS = {"split": split, "driver": driver, "delete_append": delete_append, "delete_changed": delete_changed}
