@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 RUNS = 3
+Reads = Callable[[bool], "DataFrame"]  # a kind's routes, from its state table (True) or not
+DriverReads = Callable[[bool, list[Any]], set[Any]]  # the same lookup on the driver
 
 
 def best_of(lookup: Callable[[], DataFrame]) -> tuple[float, int]:
@@ -53,16 +55,65 @@ def changed_keys(spark: SparkSession, n: int, share: float, column: str, seed: i
     return picked.select(F.col("id").alias(column)).localCheckpoint()
 
 
-def compare(name: str, kept: Callable[[], DataFrame], derived: Callable[[], DataFrame]) -> dict[str, Any]:
-    """Time both lookups and check they find the same keys."""
+def compare(
+    name: str,
+    kept: Callable[[], DataFrame],
+    derived: Callable[[], DataFrame],
+    on_driver: tuple[Callable[[], set[Any]], Callable[[], set[Any]]] | None = None,
+) -> dict[str, Any]:
+    """Time both lookups and check they find the same keys; with `on_driver`, the same two
+    lookups made on the driver with delta-rs (lookups.py: lakejoin's read of a batch of at most
+    `spark.lakejoin.lookups.maxKeys` keys), each giving the set of keys it found."""
     kept_s, kept_n = best_of(kept)
     derived_s, derived_n = best_of(derived)
     same = kept().exceptAll(derived()).isEmpty() and derived().exceptAll(kept()).isEmpty()
     row = {"lookup": name, "state_s": kept_s, "without_state_s": derived_s, "keys": kept_n, "same": same}
+    if on_driver is not None:
+        expected = {r[0] for r in kept().collect()}
+        for column, lookup in zip(("state_driver_s", "without_state_driver_s"), on_driver, strict=True):
+            row[column], found = driver_best_of(lookup)
+            if found != expected:
+                raise SystemExit(f"{name}: {column} found {len(found)} keys, Spark {len(expected)}")
     print(row, flush=True)
     if kept_n != derived_n or not same:
         raise SystemExit(f"{name}: the two lookups disagree ({kept_n} against {derived_n} keys)")
     return row
+
+
+def driver_best_of(lookup: Callable[[], set[Any]]) -> tuple[float, set[Any]]:
+    """The fastest of RUNS calls of `lookup()`, and what it found."""
+    times, found = [], set()
+    for _ in range(RUNS):
+        started = time.perf_counter()
+        found = lookup()
+        times.append(time.perf_counter() - started)
+    return round(min(times), 3), found
+
+
+def driver_keys(path: str, column: str, values: list[Any], wanted: str) -> set[Any]:
+    """The distinct `wanted` of the rows of the table at `path` whose `column` is in `values`."""
+    from deltalake import DeltaTable
+
+    from lakejoin import lookups
+
+    rows = lookups.read_keys(path, int(DeltaTable(path).version()), column, values, [wanted])
+    assert rows is not None
+    return set(rows.column(wanted).to_pylist())
+
+
+def driver_elements(path: str, left: str, elements: str, values: list[Any]) -> set[Any]:
+    """The distinct `left` of the rows of the table at `path` whose list `elements` holds any of
+    `values` (DataFusion's unnest: the left table read as list_join's routes)."""
+    from deltalake import DeltaTable, QueryBuilder
+
+    table = DeltaTable(path)
+    listed = ", ".join(str(int(v)) for v in values)
+    sql = (
+        f'SELECT DISTINCT "{left}" FROM (SELECT "{left}", unnest("{elements}") AS e FROM t) '
+        f"WHERE e IN ({listed})"
+    )
+    found = QueryBuilder().register("t", table).execute(sql).read_all()
+    return set(found.column(0).to_pylist())
 
 
 def measure(spark: SparkSession, work: Path, orders: int, seed: int) -> list[dict[str, Any]]:
@@ -112,11 +163,23 @@ def measure(spark: SparkSession, work: Path, orders: int, seed: int) -> list[dic
             F.col("product_id").alias(list_join.LEFT_KEY), F.explode("tag_ids").alias(list_join.ELEMENT)
         )
 
-    lookups: list[tuple[str, int, Callable[[bool], DataFrame], str, str]] = [
+    # The same lookups on the driver (delta-rs), given the changed right keys as a list.
+    def order_routes_on_driver(kept: bool, values: list[Any]) -> set[Any]:
+        if kept:
+            return driver_keys(state("orders_customers"), routing.RIGHT_KEY, values, routing.LEFT_KEY)
+        return driver_keys(paths["orders"], "customer_id", values, "order_id")
+
+    def product_elements_on_driver(kept: bool, values: list[Any]) -> set[Any]:
+        if kept:
+            return driver_keys(state("products_tagged"), list_join.ELEMENT, values, list_join.LEFT_KEY)
+        return driver_elements(paths["products"], "product_id", "tag_ids", values)
+
+    lookups: list[tuple[str, int, Reads, DriverReads, str, str]] = [
         (
             "fk_join: orders reached by {} of customers",
             sizes.customers,
             order_routes,
+            order_routes_on_driver,
             routing.RIGHT_KEY,
             routing.LEFT_KEY,
         ),
@@ -124,17 +187,20 @@ def measure(spark: SparkSession, work: Path, orders: int, seed: int) -> list[dic
             "list_join: products reached by {} of tags",
             sizes.tags,
             product_elements,
+            product_elements_on_driver,
             list_join.ELEMENT,
             list_join.LEFT_KEY,
         ),
     ]
     rows = []
     for label, share in (("2 keys", 0.0), ("1 %", 0.01)):
-        for title, count, reads, on, left in lookups:
+        for title, count, reads, on_driver, on, left in lookups:
             changed = changed_keys(spark, count, share, on, seed)
+            values = sorted(r[0] for r in changed.collect())
             kept = partial(reached, reads(True), changed, on, left)
             derived = partial(reached, reads(False), changed, on, left)
-            rows.append(compare(title.format(label), kept, derived))
+            driver = (partial(on_driver, True, values), partial(on_driver, False, values))
+            rows.append(compare(title.format(label), kept, derived, driver))
     # enrich: one nation changed (each of the 25 reaches 4 % of the facts).
     nation = spark.createDataFrame([(3,)], "nation int")
     route = next(c for c in load(state("orders_enriched")).columns if c.startswith("nations"))
@@ -203,14 +269,23 @@ def main(argv: list[str] | None = None) -> int:
         f"Written by `python -m bench.state_choice` at lakejoin {record['commit']}. Seconds: the best "
         f"of {RUNS} runs of each lookup on a warm JVM, this 2-core machine; every pair found the same keys.",
         "",
-        "| orders | lookup | with the state table, s | without (left table / change feed), s | keys |",
-        "|---|---|---|---|---|",
+        "Spark: the lookup as a Spark job; driver: the same read with delta-rs (lookups.py), which "
+        "lakejoin makes for a batch of at most `spark.lakejoin.lookups.maxKeys` keys.",
+        "",
+        "| orders | lookup | state table, Spark | without (left table / change feed), Spark "
+        "| state table, driver | left table, driver | keys |",
+        "|---|---|---|---|---|---|---|",
     ]
+
+    def seconds(row: dict[str, Any], column: str) -> str:
+        return f"{row[column]:.2f}" if column in row else "-"
+
     for orders, rows in record["sizes"].items():
         for row in rows:
             lines.append(
-                f"| {int(orders):,} | {row['lookup']} | {row['state_s']:.2f} | {row['without_state_s']:.2f} "
-                f"| {row['keys']} |"
+                f"| {int(orders):,} | {row['lookup']} | {seconds(row, 'state_s')} "
+                f"| {seconds(row, 'without_state_s')} | {seconds(row, 'state_driver_s')} "
+                f"| {seconds(row, 'without_state_driver_s')} | {row['keys']} |"
             )
     (out / "state_choice.md").write_text("\n".join(lines) + "\n")
     return 0
