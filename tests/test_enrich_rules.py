@@ -162,11 +162,11 @@ def test_a_dimension_added_to_the_spec_asks_for_a_full_refresh_which_rebuilds_th
     assert output_rows(lake, two, VIEW) == enrich_oracle(lake, two, VIEW)
 
 
-def test_a_propagate_batch_killed_after_its_routes_were_written_ends_exact_on_the_next_run(lake):
+def test_a_propagate_batch_killed_before_its_output_commit_ends_exact_on_the_next_run(lake):
     """KIP-314 lacked deterministic offsets; Delta versions give them. The batch dies (SIGKILL, its
-    own JVM) after it wrote the routing index, before its output commit: nothing of the batch
-    happened, but the index already routes o4 to c2. The next run plans afresh at newer versions,
-    reads the index as the last committed batch left it, and ends exact."""
+    own JVM) where a view with state has written it, just before its output commit: nothing of
+    the batch happened. The next run plans afresh at newer versions, routes from the pinned
+    facts (o4 now references c2), and ends exact."""
     create_tables(lake)
     spec = spec_of(lake, "propagate", "\n      fanout_threshold: 1.0")
     run(lake, spec)

@@ -7,10 +7,12 @@ versions, and the output's change feed must name exactly the persons the rules s
 
 from __future__ import annotations
 
+import signal
 from typing import Any
 
 import pytest
 
+from lakejoin.engine.batch import batch_log
 from tests.lakehouse import (
     ADDRESSES,
     PERSONS,
@@ -18,6 +20,7 @@ from tests.lakehouse import (
     list_join_oracle,
     output_rows,
     run_and_watch,
+    run_cli_with_failpoint,
     state_table,
     write_spec,
 )
@@ -195,3 +198,37 @@ def test_a_popular_element_falls_back_to_a_full_recompute_with_the_same_result(l
     assert summary.metrics()["full_recompute"] == 0
     assert changed == {"update_postimage": {"P6", "P7", "P9"}}
     assert state_table(lake, spec, VIEW) == (written, now)  # right changes alone write no state
+
+
+def test_a_batch_killed_after_its_composite_rows_were_written_ends_exact_on_the_next_run(lake):
+    """The batch dies (SIGKILL, its own JVM) after it wrote its composite rows, before its output
+    commit: nothing of the batch is visible, though the composite rows already hold P1's new
+    list. The next run plans afresh at newer versions, reads the composite rows at the version
+    the last committed batch pinned, and ends exact; so does the batch after it."""
+    lake.create(
+        "addresses", ADDRESSES, [("a1", "1 Elm", "Oslo"), ("a2", "2 Oak", "Oslo"), ("a3", "3 Ash", "Bergen")]
+    )
+    lake.create("persons", PERSONS, [("P1", "Ada", ["a1"]), ("P2", "Bob", ["a2"])])
+    spec = spec_of(lake)
+    run(lake, spec)
+    state_before, _ = state_table(lake, spec, VIEW)
+    output_before = output_rows(lake, spec, VIEW)
+    lake.upsert("persons", "person_id", [("P1", "Ada", ["a2", "a3"])])  # P1 leaves a1
+
+    crashed = run_cli_with_failpoint(spec.file, "after_state_write")
+
+    assert crashed.returncode == -signal.SIGKILL, crashed.stdout[-3000:] + crashed.stderr[-3000:]
+    assert [r.batch_id for r in batch_log(spec).history(VIEW)] == [1]
+    assert output_rows(lake, spec, VIEW) == output_before
+    assert state_table(lake, spec, VIEW)[0] > state_before  # the dead run wrote its composite rows
+    lake.upsert("addresses", "address_id", [("a1", "1 Elm St", "Oslo"), ("a2", "2 Oak Rd", "Oslo")])
+
+    retry, changed = run(lake, spec)
+
+    assert retry.batch_id == 2 and not retry.retried
+    assert changed == {"update_postimage": {"P1", "P2"}}
+    assert lists(lake, spec)["P1"] == [("a2", "2 Oak Rd"), ("a3", "3 Ash")]
+
+    lake.upsert("addresses", "address_id", [("a1", "1 Elm Ave", "Oslo"), ("a3", "3 Ash Ln", "Bergen")])
+    following, changed = run(lake, spec)
+    assert following.batch_id == 3 and changed == {"update_postimage": {"P1"}}

@@ -83,24 +83,6 @@ def fans_out(
     return full
 
 
-def state_rows(
-    rows: DataFrame, left_changes: DataFrame | None, key: str
-) -> tuple[DataFrame, DataFrame | None]:
-    """The left rows a view's state write covers, and their keys (None: every key of `rows`).
-
-    A view's state (routes, composite rows) is a function of each left row alone. So once the
-    state is in step with the last batch's pins, a batch, fan-out fallback included, needs to
-    rewrite the state of the left keys that changed and no other: a key that a right change
-    reached keeps its routes, and a batch of right changes alone writes no state. Without
-    `left_changes` (a full refresh) the state is rebuilt from `rows`, every left row.
-    """
-    from lakejoin.changes import upserts
-
-    if left_changes is None:
-        return rows, None
-    return upserts(left_changes), left_changes.select(key)
-
-
 @dataclass
 class BatchContext:
     """What a view kind may use while one batch runs."""
@@ -358,7 +340,7 @@ class Validation:
 class ViewKindLogic(ABC):
     """One view kind's part of a batch. A new instance serves each batch."""
 
-    state_name = "routing index"  # what the view's state table is called in messages
+    state_name = "state table"  # what the view's state table is called in messages
 
     def __init__(self, spec: PipelineSpec, view: View) -> None:
         self.spec = spec

@@ -12,9 +12,10 @@ Two modes (DESIGN §1):
   processes it runs. Dimension changes do not rewrite it; only a change of the fact itself
   (or a full refresh) re-enriches it. A batch reads the fact's changes alone.
 - `propagate` (KIP-314): a dimension change rewrites every fact that references that key now.
-  A routing index (fact key -> each dimension's key, one table for all dimensions, so a batch
-  writes it with one MERGE) finds them, read at the version the plan pinned, so the output
-  equals a recompute at the pinned versions.
+  The pinned fact table is its own routing index: the facts whose fk column holds a changed
+  dimension key at the pin are those, read by the key and fk columns alone, so the output
+  equals a recompute at the pinned versions. A fact whose fk moved is a fact change, rewritten
+  anyway. No state table (docs/decisions.md, "State only where it pays").
 
 Fan-out: before a propagate batch, the facts the changed dimension keys reach are counted. When
 they are more than `fanout_threshold` of all facts (a country rename can touch 40 %), the batch
@@ -33,10 +34,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lakejoin import quality, routing
-from lakejoin.errors import BatchStateError
 from lakejoin.key_ranges import materialised
 from lakejoin.spec import Dimension, EnrichMode, JoinHow, PipelineSpec, Source, View
-from lakejoin.views.base import STATE, BatchContext, Rebuilt, Validation, ViewKindLogic, fans_out, state_rows
+from lakejoin.views.base import BatchContext, Rebuilt, Validation, ViewKindLogic, fans_out
 from lakejoin.views.fk_join import referenced_right_rows
 
 if TYPE_CHECKING:
@@ -85,8 +85,6 @@ def _size(size_bytes: int) -> str:
 
 
 class EnrichView(ViewKindLogic):
-    state_name = "routing index"
-
     def __init__(self, spec: PipelineSpec, view: View) -> None:
         super().__init__(spec, view)
         self.enrich = view.enrich
@@ -108,17 +106,12 @@ class EnrichView(ViewKindLogic):
         return self.sources if self.propagate else (self.fact,)
 
     def state_tables(self, state_path: str) -> dict[str, str]:
-        """The routing index, in propagate mode; none in lookup mode, which never rewrites a
-        fact for a dimension change."""
-        return {STATE: self._index_path(state_path)} if self.propagate else {}
-
-    @staticmethod
-    def _index_path(state_path: str) -> str:
-        return f"{state_path}/routes"
+        """None: the pinned fact table routes a dimension change (see the module)."""
+        return {}
 
     def _routes(self) -> dict[str, str]:
-        """The index's route columns, one per dimension (named by its stable id), and the fact's
-        fk column each one holds."""
+        """A route column per dimension (named by its stable id), and the fact's fk column each
+        one holds."""
         return {d.id: d.fk for d in self.enrich.dimensions}
 
     def prepare(self, schemas: Mapping[str, Mapping[str, str]]) -> None:
@@ -134,29 +127,25 @@ class EnrichView(ViewKindLogic):
     def _reached(
         self, ctx: BatchContext, changes: Mapping[str, DataFrame]
     ) -> tuple[DataFrame | list[Any], int]:
-        """The fact keys that reference a changed dimension key now (the routing index), and
-        how many: listed on the driver when the changed keys are few (lookups.py), else a
-        materialised frame."""
-        from deltalake import DeltaTable
+        """The fact keys whose fk holds a changed dimension key at the pin, and how many:
+        listed on the driver when the changed keys are few (lookups.py), else a materialised
+        frame."""
         from pyspark.sql import functions as F
 
-        path, version = self._index_path(ctx.state_path), ctx.plan.pinned_versions[STATE]
-        held = {field.name for field in DeltaTable(path, version=version).schema().fields}
-        missing = [route for route in self._routes() if route not in held]
-        if missing:
-            raise BatchStateError(
-                f"its routing index has no route for dimension(s) {', '.join(missing)}: the "
-                "spec's dimensions changed since the index was built",
-                where=f"view '{self.view.name}', routing index {path}",
-                fix="run the view with --full-refresh: it rebuilds the output and the index",
-            )
         listed: list[Any] | None = []
         for d in self.enrich.dimensions:
             changed = ctx.key_values(changes[d.table], self.table(d).key, ctx.changed.get(d.table))
             found = (
                 None
                 if changed is None
-                else routing.routed_on_driver(path, version, changed, route=d.id, most=ctx.most_keys)
+                else routing.routed_on_driver(
+                    self.fact.path,
+                    ctx.version(self.fact),
+                    changed,
+                    route=d.fk,
+                    most=ctx.most_keys,
+                    left_key=self.fact.key,
+                )
             )
             if found is None or listed is None:
                 listed = None
@@ -165,7 +154,7 @@ class EnrichView(ViewKindLogic):
         if listed is not None:
             unique = sorted(set(listed))
             return unique, len(unique)
-        index = ctx.read_state(STATE, path)
+        index = routing.routes(ctx.snapshot(self.fact), self.fact.key, self._routes())
         reached = None
         for d in self.enrich.dimensions:
             keys = routing.routed_left_keys(
@@ -179,8 +168,6 @@ class EnrichView(ViewKindLogic):
     # --- recompute -------------------------------------------------------------------------
 
     def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
-        # Routes follow the fact rows only: the fan-out fallback below still writes just these.
-        self._fact_changes = changes[self.fact.name] if changes is not None else None
         if changes is not None:
             reached: DataFrame | list[Any] = []
             if self.propagate:
@@ -200,7 +187,6 @@ class EnrichView(ViewKindLogic):
         fact_rows = ctx.whole_source(self.fact)
         ctx.require_unique(fact_rows, self.fact)
         dimensions = [self._dimension_rows(ctx, d, fact_rows, whole=True) for d in self.enrich.dimensions]
-        self._fact_rows = fact_rows
         return Rebuilt(recompute(fact_rows, dimensions), None)
 
     def _rebuild_affected(
@@ -226,7 +212,6 @@ class EnrichView(ViewKindLogic):
             self._dimension_rows(ctx, d, fact_rows, whole=False, few=found is not None)
             for d in self.enrich.dimensions
         ]
-        self._fact_rows = fact_rows
         return Rebuilt(recompute(fact_rows, dimensions), affected, count, bounds)
 
     def _dimension_rows(
@@ -272,12 +257,7 @@ class EnrichView(ViewKindLogic):
     # --- state and checks ------------------------------------------------------------------
 
     def write_state(self, ctx: BatchContext) -> None:
-        if self.propagate:
-            path, fact = self._index_path(ctx.state_path), self.fact.key
-            rows, keys = state_rows(self._fact_rows, self._fact_changes, fact)
-            changed = self._fact_changes
-            known = None if changed is None else ctx.known_changes(self.fact, changed)
-            routing.refresh_routes(ctx.spark, path, rows, keys, fact, self._routes(), known=known)
+        """No state to write (see the module)."""
 
     def validations(self, ctx: BatchContext, written: DataFrame) -> list[Validation]:
         import great_expectations as gx

@@ -15,13 +15,11 @@ from lakejoin import quality, routing
 from lakejoin.key_ranges import Keys, materialised
 from lakejoin.spec import FkJoin, JoinHow, PipelineSpec, View
 from lakejoin.views.base import (
-    STATE,
     BatchContext,
     Rebuilt,
     Validation,
     ViewKindLogic,
     fans_out,
-    state_rows,
 )
 
 if TYPE_CHECKING:
@@ -77,8 +75,11 @@ def recompute(
 
 
 class FkJoinView(ViewKindLogic):
-    """fk_join on the batch protocol: a routing index (right key -> left keys) finds the left
-    rows a right change reaches."""
+    """fk_join on the batch protocol. The pinned left table is its own routing index: the left
+    rows a right change reaches are those whose fk holds a changed right key at the pin (read
+    by the key and fk columns alone). A left row whose fk moved away from it is a left change,
+    so it is rewritten anyway. No state table: see docs/decisions.md, "State only where it
+    pays"."""
 
     def __init__(self, spec: PipelineSpec, view: View) -> None:
         super().__init__(spec, view)
@@ -97,10 +98,11 @@ class FkJoinView(ViewKindLogic):
     def prepare(self, schemas: Mapping[str, Mapping[str, str]]) -> None:
         self._right_columns = chosen_right_columns(self.join, list(schemas[self.right.name]), self.right.key)
 
+    def state_tables(self, state_path: str) -> dict[str, str]:
+        return {}
+
     def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
         self._counts = {}
-        # Routes follow the left rows only: the fan-out fallback below still writes just these.
-        self._left_changes = changes[self.left.name] if changes is not None else None
         if changes is not None:
             routed, reached = self._routed(ctx, changes)
             # A right row referenced by many left rows (a popular customer) can reach a large
@@ -115,7 +117,6 @@ class FkJoinView(ViewKindLogic):
                 of="left rows",
             ):
                 (affected, count, bounds), left_rows, right_rows = self._affected_rows(ctx, changes, routed)
-                self._left_rows = left_rows
                 rows = recompute(
                     left_rows,
                     right_rows,
@@ -128,7 +129,6 @@ class FkJoinView(ViewKindLogic):
         ctx.require_unique(left_rows, self.left)
         right_rows = ctx.whole_source(self.right)
         ctx.require_unique(right_rows, self.right)
-        self._left_rows = left_rows
         rows = recompute(
             left_rows, right_rows, self.join, right_key=self.right.key, right_columns=self._right_columns
         )
@@ -137,21 +137,30 @@ class FkJoinView(ViewKindLogic):
     def _routed(
         self, ctx: BatchContext, changes: Mapping[str, DataFrame]
     ) -> tuple[DataFrame | list[Any], int]:
-        """The left keys the changed right keys reach (the routing index), and how many: listed
-        on the driver when the right keys are few (lookups.py), else a materialised frame."""
+        """The left keys the changed right keys reach (the pinned left rows whose fk holds one),
+        and how many: listed on the driver when the right keys are few (lookups.py), else a
+        materialised frame."""
         from pyspark.sql import functions as F
 
         right_changes = changes[self.right.name]
         changed = ctx.key_values(right_changes, self.right.key, ctx.changed.get(self.right.name))
         if changed is not None:
             listed = routing.routed_on_driver(
-                ctx.state_path, ctx.plan.pinned_versions[STATE], changed, most=ctx.most_keys
+                self.left.path,
+                ctx.version(self.left),
+                changed,
+                self.join.fk,
+                most=ctx.most_keys,
+                left_key=self.left.key,
             )
             if listed is not None:
                 return listed, len(listed)
+        left_routes = routing.routes(
+            ctx.snapshot(self.left), self.left.key, {routing.RIGHT_KEY: self.join.fk}
+        )
         routed, reached, _ = materialised(
             routing.routed_left_keys(
-                ctx.read_state(), right_changes, self.right.key, changed=ctx.changed.get(self.right.name)
+                left_routes, right_changes, self.right.key, changed=ctx.changed.get(self.right.name)
             ).select(F.col(routing.LEFT_KEY).alias(self.left.key))
         )
         return routed, reached
@@ -182,16 +191,7 @@ class FkJoinView(ViewKindLogic):
         return keys, left_rows, right_rows
 
     def write_state(self, ctx: BatchContext) -> None:
-        rows, keys = state_rows(self._left_rows, self._left_changes, self.left.key)
-        routing.refresh_routes(
-            ctx.spark,
-            ctx.state_path,
-            rows,
-            keys,
-            self.left.key,
-            {routing.RIGHT_KEY: self.join.fk},
-            known=None if self._left_changes is None else ctx.known_changes(self.left, self._left_changes),
-        )
+        """No state to write (see the class)."""
 
     def validations(self, ctx: BatchContext, written: DataFrame) -> list[Validation]:
         import great_expectations as gx
