@@ -124,11 +124,11 @@ def test_propagate_rewrites_every_fact_a_dimension_change_reaches(lake):
     assert summary.metrics()["full_recompute"] == 0
 
 
-def test_a_dimension_added_to_the_spec_asks_for_a_full_refresh_which_rebuilds_the_routing_index(lake):
-    """One routing index serves every dimension (one route column each). A spec that gains a
-    dimension finds no route for it: the batch fails before writing and says to refresh; the
-    refresh rebuilds the index with the new route, and the new dimension's changes propagate."""
-    from lakejoin.errors import BatchStateError
+def test_a_dimension_added_to_the_spec_asks_for_a_full_refresh_which_adds_its_columns(lake):
+    """A spec that gains a dimension gives the output new columns: the batch fails before
+    writing and says to refresh; the refresh adds the columns, and the new dimension's changes
+    propagate (routed from the pinned facts' new fk column: no index to rebuild)."""
+    from lakejoin.errors import SourceError
 
     create_tables(lake)
     views = f"""\
@@ -149,9 +149,9 @@ def test_a_dimension_added_to_the_spec_asks_for_a_full_refresh_which_rebuilds_th
 
     two = spec_of(lake, "propagate", "\n      fanout_threshold: 1.0")
     lake.upsert("products", "product_id", [("p1", "pen+", 1.0)])
-    with pytest.raises(BatchStateError) as error:
+    with pytest.raises(SourceError) as error:
         run(lake, two)
-    assert "products_by_product_id" in str(error.value) and "--full-refresh" in str(error.value)
+    assert "product_title" in str(error.value) and "--full-refresh" in str(error.value)
     assert output_rows(lake, two, VIEW) == before  # nothing written
 
     run(lake, two, full_refresh=True)

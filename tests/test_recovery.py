@@ -504,6 +504,7 @@ def test_output_and_state_are_created_with_deletion_vectors_unless_the_session_s
         lake.run(spec, checks=False)
     finally:
         lake.spark.conf.unset(driver_merge.ENABLED)
+    lake.run(spec, "products_by_name", checks=False)
     output, index = spec.views[VIEW].path, state_path(spec, spec.views["products_by_name"])
 
     assert deletion_vectors(lake, output) == deletion_vectors(lake, index) == "true"

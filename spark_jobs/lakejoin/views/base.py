@@ -97,6 +97,7 @@ class BatchContext:
     changed: dict[str, int] = field(default_factory=dict)  # keys changed per change source
     changed_range: dict[str, KeyRange] = field(default_factory=dict)  # their key range
     _snapshots: dict[str, DataFrame] = field(default_factory=dict)
+    _values: dict[tuple[int, str], list[Any] | None] = field(default_factory=dict)
 
     @property
     def full(self) -> bool:
@@ -232,8 +233,12 @@ class BatchContext:
         most = self.most_keys
         if count is None or not most or count > most:
             return None
-        values = [row[0] for row in frame.select(column).collect()] if count else []
-        return values if lookups.literal_keys(values) else None
+        # A frame's values are asked for twice (the routes leave out the changed left keys, the
+        # affected rows read them): collected once.
+        if (id(frame), column) not in self._values:
+            values = [row[0] for row in frame.select(column).collect()] if count else []
+            self._values[id(frame), column] = values if lookups.literal_keys(values) else None
+        return self._values[id(frame), column]
 
     def driver_rows(
         self, source: Source, values: Sequence[Any], *, excluding: Sequence[Any] = ()

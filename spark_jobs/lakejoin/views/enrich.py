@@ -127,13 +127,18 @@ class EnrichView(ViewKindLogic):
     def _reached(
         self, ctx: BatchContext, changes: Mapping[str, DataFrame]
     ) -> tuple[DataFrame | list[Any], int]:
-        """The fact keys whose fk holds a changed dimension key at the pin, and how many:
-        listed on the driver when the changed keys are few (lookups.py), else a materialised
-        frame."""
+        """The fact keys whose fk holds a changed dimension key at the pin, but for the facts
+        that changed themselves (incremental work either way, so the fan-out rule does not count
+        them), and how many: listed on the driver when the changed keys are few (lookups.py),
+        else a materialised frame."""
         from pyspark.sql import functions as F
 
-        listed: list[Any] | None = []
+        fact_changes = changes[self.fact.name]
+        fact_changed = ctx.key_values(fact_changes, self.fact.key, ctx.changed.get(self.fact.name))
+        listed: list[Any] | None = [] if fact_changed is not None else None
         for d in self.enrich.dimensions:
+            if listed is None:
+                break
             changed = ctx.key_values(changes[d.table], self.table(d).key, ctx.changed.get(d.table))
             found = (
                 None
@@ -151,8 +156,8 @@ class EnrichView(ViewKindLogic):
                 listed = None
                 break
             listed += found
-        if listed is not None:
-            unique = sorted(set(listed))
+        if listed is not None and fact_changed is not None:
+            unique = sorted(set(listed).difference(fact_changed))
             return unique, len(unique)
         index = routing.routes(ctx.snapshot(self.fact), self.fact.key, self._routes())
         reached = None
@@ -162,7 +167,11 @@ class EnrichView(ViewKindLogic):
             )
             reached = keys if reached is None else reached.union(keys)
         assert reached is not None
-        done, count, _ = materialised(reached.distinct().select(F.col(routing.LEFT_KEY).alias(self.fact.key)))
+        done, count, _ = materialised(
+            reached.distinct()
+            .select(F.col(routing.LEFT_KEY).alias(self.fact.key))
+            .join(F.broadcast(fact_changes.select(self.fact.key)), on=self.fact.key, how="left_anti")
+        )
         return done, count
 
     # --- recompute -------------------------------------------------------------------------

@@ -138,13 +138,15 @@ class FkJoinView(ViewKindLogic):
         self, ctx: BatchContext, changes: Mapping[str, DataFrame]
     ) -> tuple[DataFrame | list[Any], int]:
         """The left keys the changed right keys reach (the pinned left rows whose fk holds one),
-        and how many: listed on the driver when the right keys are few (lookups.py), else a
-        materialised frame."""
+        but for the left keys that changed themselves (incremental work either way, so the
+        fan-out rule does not count them), and how many: listed on the driver when the right
+        keys are few (lookups.py), else a materialised frame."""
         from pyspark.sql import functions as F
 
-        right_changes = changes[self.right.name]
+        right_changes, left_changes = changes[self.right.name], changes[self.left.name]
         changed = ctx.key_values(right_changes, self.right.key, ctx.changed.get(self.right.name))
-        if changed is not None:
+        left_changed = ctx.key_values(left_changes, self.left.key, ctx.changed.get(self.left.name))
+        if changed is not None and left_changed is not None:
             listed = routing.routed_on_driver(
                 self.left.path,
                 ctx.version(self.left),
@@ -154,16 +156,18 @@ class FkJoinView(ViewKindLogic):
                 left_key=self.left.key,
             )
             if listed is not None:
-                return listed, len(listed)
-        left_routes = routing.routes(
-            ctx.snapshot(self.left), self.left.key, {routing.RIGHT_KEY: self.join.fk}
-        )
-        routed, reached, _ = materialised(
+                reached = sorted(set(listed).difference(left_changed))
+                return reached, len(reached)
+        fk_routes = {routing.RIGHT_KEY: self.join.fk}
+        left_routes = routing.routes(ctx.snapshot(self.left), self.left.key, fk_routes)
+        routed, count, _ = materialised(
             routing.routed_left_keys(
                 left_routes, right_changes, self.right.key, changed=ctx.changed.get(self.right.name)
-            ).select(F.col(routing.LEFT_KEY).alias(self.left.key))
+            )
+            .select(F.col(routing.LEFT_KEY).alias(self.left.key))
+            .join(F.broadcast(left_changes.select(self.left.key)), on=self.left.key, how="left_anti")
         )
-        return routed, reached
+        return routed, count
 
     def _affected_rows(
         self, ctx: BatchContext, changes: Mapping[str, DataFrame], routed: DataFrame | list[Any]
