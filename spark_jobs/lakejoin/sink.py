@@ -256,12 +256,13 @@ def merge_by_key(
     on_driver = not full and 0 < keys <= driver_merge.max_keys(spark) and driver_merge.enabled(spark)
     if on_driver and driver_merge.writable(path, keyed, most_rows=driver_merge.max_rows(spark)):
         return replace(_merge_on_driver(spark, path, keyed, columns, key, commit), keys=keys)
-    values = None
-    writes_changed = commit is not None and not full and not small
-    if writes_changed and delete_changed.applies(spark, path, keyed, key, keys):
-        values = _key_values(keyed if probe is None else probe, key[0])
-    if commit is not None and values:
-        written = delete_changed.write(spark, path, keyed, values, columns, key[0], commit)
+    large = commit is not None and not full and not small
+    if large and delete_changed.applies(spark, path, keyed, key, keys):
+        assert commit is not None
+        values = _key_values(keyed if probe is None else probe, key[0]) or []
+        written = None
+        if values:
+            written = delete_changed.write(spark, path, keyed, values, columns, key[0], commit)
         if written is not None:
             return replace(_final_counts(path, commit, written, add_appended=False), keys=keys)
     if small or keys > SPLIT_MERGE_MAX_KEYS:

@@ -134,11 +134,8 @@ class EnrichView(ViewKindLogic):
         from pyspark.sql import functions as F
 
         fact_changes = changes[self.fact.name]
-        fact_changed = ctx.key_values(fact_changes, self.fact.key, ctx.changed.get(self.fact.name))
-        listed: list[Any] | None = [] if fact_changed is not None else None
+        listed: list[Any] | None = []
         for d in self.enrich.dimensions:
-            if listed is None:
-                break
             changed = ctx.key_values(changes[d.table], self.table(d).key, ctx.changed.get(d.table))
             found = (
                 None
@@ -156,6 +153,13 @@ class EnrichView(ViewKindLogic):
                 listed = None
                 break
             listed += found
+        # The facts' changed keys, only when the routes were found on the driver (the affected
+        # rows' driver lookup reads them too: collected once).
+        fact_changed = (
+            None
+            if listed is None
+            else ctx.key_values(fact_changes, self.fact.key, ctx.changed.get(self.fact.name))
+        )
         if listed is not None and fact_changed is not None:
             unique = sorted(set(listed).difference(fact_changed))
             return unique, len(unique)

@@ -145,7 +145,9 @@ class FkJoinView(ViewKindLogic):
 
         right_changes, left_changes = changes[self.right.name], changes[self.left.name]
         changed = ctx.key_values(right_changes, self.right.key, ctx.changed.get(self.right.name))
-        left_changed = ctx.key_values(left_changes, self.left.key, ctx.changed.get(self.left.name))
+        left_changed = None
+        if changed is not None:  # the affected rows' driver lookup reads them too (collected once)
+            left_changed = ctx.key_values(left_changes, self.left.key, ctx.changed.get(self.left.name))
         if changed is not None and left_changed is not None:
             listed = routing.routed_on_driver(
                 self.left.path,
