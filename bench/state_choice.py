@@ -1,8 +1,9 @@
 """`python -m bench.state_choice`: does each view kind's state table pay for itself? (issue 23)
 
-lakejoin keeps state per view: fk_join and enrich a routing index (right key -> left keys),
+lakejoin kept state per view: fk_join and enrich a routing index (right key -> left keys),
 list_join composite rows (left key, position, element), rekey an index of every master row's
-derived key and last-change version. The alternative the issue names: the pinned left table is
+derived key and last-change version; rekey alone keeps it now (docs/decisions.md), and the bench
+builds the others itself to measure them. The alternative the issue names: the pinned left table is
 itself a right-key -> left-key index (a narrow scan of its key and fk columns finds the rows a
 right change reaches), and rekey's old derived keys are in the change feed's pre-images.
 
@@ -101,21 +102,6 @@ def driver_keys(path: str, column: str, values: list[Any], wanted: str) -> set[A
     return set(rows.column(wanted).to_pylist())
 
 
-def driver_elements(path: str, left: str, elements: str, values: list[Any]) -> set[Any]:
-    """The distinct `left` of the rows of the table at `path` whose list `elements` holds any of
-    `values` (DataFusion's unnest: the left table read as list_join's routes)."""
-    from deltalake import DeltaTable, QueryBuilder
-
-    table = DeltaTable(path)
-    listed = ", ".join(str(int(v)) for v in values)
-    sql = (
-        f'SELECT DISTINCT "{left}" FROM (SELECT "{left}", unnest("{elements}") AS e FROM t) '
-        f"WHERE e IN ({listed})"
-    )
-    found = QueryBuilder().register("t", table).execute(sql).read_all()
-    return set(found.column(0).to_pylist())
-
-
 def measure(spark: SparkSession, work: Path, orders: int, seed: int) -> list[dict[str, Any]]:
     from deltalake import DeltaTable
     from pyspark.sql import functions as F
@@ -139,14 +125,15 @@ def measure(spark: SparkSession, work: Path, orders: int, seed: int) -> list[dic
     def load(path: str) -> DataFrame:
         return spark.read.format("delta").load(path)
 
-    def routing_index(name: str, rows: DataFrame) -> str:
+    def routing_index(name: str, rows: DataFrame, by: str = routing.LEFT_KEY) -> str:
         """A routing index as lakejoin kept one for fk_join and enrich until session 33 (one row
-        per left key and its routes, laid out by left key): they keep none now, so the bench
-        builds it to measure that way."""
+        per left key and its routes, laid out by left key), and list_join's composite rows until
+        session 34 (laid out by element): they keep none now, so the bench builds them to
+        measure that way."""
         from lakejoin.key_ranges import write_laid_out
 
         path = str(work / "routing" / name)
-        write_laid_out(rows, path, routing.LEFT_KEY)
+        write_laid_out(rows, path, by)
         return path
 
     orders_index = routing_index(
@@ -160,6 +147,13 @@ def measure(spark: SparkSession, work: Path, orders: int, seed: int) -> list[dic
         load(spec.views["orders_customers"].path).select(
             F.col("order_id").alias(routing.LEFT_KEY), F.col("customer_nation_id").alias("nation_route")
         ),
+    )
+
+    products = load(paths["products"])
+    composite_index = routing_index(
+        "products_tagged",
+        list_join.composite_rows(products, spec.views["products_tagged"].list_join, "product_id"),
+        list_join.ELEMENT,
     )
 
     def state(view: str, name: str = "_routing") -> str:
@@ -180,8 +174,7 @@ def measure(spark: SparkSession, work: Path, orders: int, seed: int) -> list[dic
 
     def product_elements(kept: bool) -> DataFrame:
         if kept:
-            return load(state("products_tagged"))
-        products = load(paths["products"])
+            return load(composite_index)
         return products.select(
             F.col("product_id").alias(list_join.LEFT_KEY), F.explode("tag_ids").alias(list_join.ELEMENT)
         )
@@ -194,8 +187,12 @@ def measure(spark: SparkSession, work: Path, orders: int, seed: int) -> list[dic
 
     def product_elements_on_driver(kept: bool, values: list[Any]) -> set[Any]:
         if kept:
-            return driver_keys(state("products_tagged"), list_join.ELEMENT, values, list_join.LEFT_KEY)
-        return driver_elements(paths["products"], "product_id", "tag_ids", values)
+            return driver_keys(composite_index, list_join.ELEMENT, values, list_join.LEFT_KEY)
+        version = DeltaTable(paths["products"]).version()
+        found = routing.holding_on_driver(
+            paths["products"], version, values, "tag_ids", most=10**9, left_key="product_id"
+        )
+        return set(found or ())
 
     lookups: list[tuple[str, int, Reads, DriverReads, str, str]] = [
         (

@@ -248,7 +248,7 @@ def rekey_oracle(lake: Lakehouse, spec: PipelineSpec, view: str) -> list[dict]:
 
 
 def state_table(lake: Lakehouse, spec: PipelineSpec, view: str) -> tuple[int, list[tuple]]:
-    """A view's state table (routing index or composite rows): its version and its rows, sorted."""
+    """A view's state table (rekey's index): its version and its rows, sorted."""
     from lakejoin.engine.write import state_path as routing_index_path
     from lakejoin.sources import latest_version
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 from contextlib import ExitStack, contextmanager
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -128,36 +129,30 @@ def test_a_full_write_changes_only_the_rows_that_differ(spark, tmp_path, monkeyp
     assert change_rows(spark, path, filled_at + 1) == sorted(expected)
 
 
-def test_a_full_write_retried_after_its_update_appends_its_new_rows_once(spark, tmp_path, monkeypatch):
-    """A full write takes the split path: a crash between its MERGE and its append, then a
-    retry of the same batch, leaves the same table as one uninterrupted write."""
-    from lakejoin import sink
+def test_a_write_without_a_batch_commit_is_one_merge_and_applies_once(spark, tmp_path, monkeypatch):
+    """A write without a batch commit (a state table) is one MERGE whatever its size: a kept
+    state costs one commit a batch (issue 23), so no crash can fall between two of its commits.
+    Repeated inside the same `idempotent` block, it finds nothing to write and commits nothing."""
+    from deltalake import DeltaTable
+
     from lakejoin.engine.markers import idempotent
     from lakejoin.sources import latest_version
 
     path = filled(spark, tmp_path, monkeypatch)
-
-    def crash(name: str) -> None:
-        if name == "between_update_and_insert":
-            raise RuntimeError("crashed between the MERGE and the append")
-
-    with monkeypatch.context() as patched, idempotent(spark, "test.full", 7):
-        patched.setattr(sink, "failpoint", crash)
-        with pytest.raises(RuntimeError, match="crashed between"):
-            merge_by_key(spark, path, full_rewrite(spark), ["id"], ["id", "v"], full=True)
-    assert len(rows_by_key(spark, path)) == 990  # updated and deleted, not yet appended
+    before = latest_version(spark, path, role=path)
 
     with idempotent(spark, "test.full", 7):
-        retry = merge_by_key(spark, path, full_rewrite(spark), ["id"], ["id", "v"], full=True)
+        first = merge_by_key(spark, path, full_rewrite(spark), ["id"], ["id", "v"], full=True)
         written = latest_version(spark, path, role=path)
         again = merge_by_key(spark, path, full_rewrite(spark), ["id"], ["id", "v"], full=True)
 
-    assert (retry.inserted, retry.updated, retry.deleted, retry.applied) == (5, 0, 0, True)
-    # Nothing differs any more: the third call finds nothing to write and commits nothing.
+    assert written == before + 1
+    assert DeltaTable(path).history(1)[0]["operation"] == "MERGE"
+    assert DeltaTable(path).transaction_version("test.full") == 7
+    assert (first.inserted, first.updated, first.deleted, first.applied) == (5, 10, 10, True)
     assert (again.inserted, again.updated, again.deleted) == (0, 0, 0)
     assert latest_version(spark, path, role=path) == written
     assert rows_by_key(spark, path) == full_rewrite_rows()
-    assert spark.read.format("delta").load(path).count() == len(full_rewrite_rows())
 
 
 def test_a_batch_in_one_key_range_reads_no_file_outside_it(spark, tmp_path, monkeypatch):
@@ -183,7 +178,9 @@ def test_a_batch_of_a_few_scattered_keys_is_one_merge_that_reads_only_their_file
     feed holds those three keys only. Forced to split, the same batch takes two commits."""
     from pyspark.sql import functions as F
 
-    from lakejoin import driver_merge
+    from lakejoin import delete_changed, driver_merge
+    from lakejoin.engine.markers import FINAL, PRE, BatchMarker, OutputCommit
+    from lakejoin.engine.records import BatchMode
     from lakejoin.sink import ONE_MERGE_MAX_KEYS
     from lakejoin.sources import latest_version
 
@@ -205,14 +202,18 @@ def test_a_batch_of_a_few_scattered_keys_is_one_merge_that_reads_only_their_file
         (1000, "insert"),
     ]
 
-    spark.conf.set(ONE_MERGE_MAX_KEYS, "0")
-    spark.conf.set(driver_merge.MAX_KEYS, "0")
+    # The split write is an output's (a write without a batch commit is one MERGE).
+    marker = partial(BatchMarker, 1, mode=BatchMode.INCREMENTAL, start_versions={}, pinned_versions={})
+    commit = OutputCommit("test.split", marker(part=PRE), marker(part=FINAL))
+    forced = {ONE_MERGE_MAX_KEYS: "0", driver_merge.MAX_KEYS: "0", delete_changed.ENABLED: "false"}
+    for name, value in forced.items():
+        spark.conf.set(name, value)
     try:
         again = batch.select("id", (F.col("v") + 1).alias("v"), F.lit(True).alias(KEEP))
-        split = merge_by_key(spark, path, again, ["id"], ["id", "v"], full=False)
+        split = merge_by_key(spark, path, again, ["id"], ["id", "v"], full=False, commit=commit)
     finally:
-        spark.conf.unset(ONE_MERGE_MAX_KEYS)
-        spark.conf.unset(driver_merge.MAX_KEYS)
+        for name in forced:
+            spark.conf.unset(name)
     assert (split.inserted, split.updated, split.deleted) == (1, 2, 0)
     assert latest_version(spark, path, role=path) == before + 3  # the MERGE, then the append
     assert rows_by_key(spark, path)[505] == 1 and rows_by_key(spark, path)[1000] == 2

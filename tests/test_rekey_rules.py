@@ -7,6 +7,7 @@ versions, and the output's change feed must hold exactly the derived rows the ru
 
 from __future__ import annotations
 
+import signal
 from typing import Any
 
 import pytest
@@ -14,7 +15,15 @@ import pytest
 from lakejoin.engine.batch import batch_log
 from lakejoin.engine.records import BatchStatus
 from lakejoin.errors import KeyConflictError
-from tests.lakehouse import MASTERS, output_rows, rekey_oracle, run_and_watch, write_spec
+from tests.lakehouse import (
+    MASTERS,
+    output_rows,
+    rekey_oracle,
+    run_and_watch,
+    run_cli_with_failpoint,
+    state_table,
+    write_spec,
+)
 
 pytestmark = pytest.mark.scenario
 
@@ -141,3 +150,37 @@ def test_rekey_without_unique_gives_one_row_per_master(lake):
         ("delete", "Acme", "m2"),
         ("insert", "Acme", "m3"),
     }
+
+
+def test_a_batch_killed_after_its_index_write_ends_exact_on_the_next_run(lake):
+    """The batch dies (SIGKILL, its own JVM) after it wrote its rekey index, before its output
+    commit: nothing of the batch is visible, though the index already holds m1's new key. The
+    next run plans afresh at newer versions, reads the index at the version the last committed
+    batch pinned, and ends exact; so does the batch after it, which needs the index's versions
+    to hand a key over to the other claimant."""
+    lake.create("merchants", MASTERS, [("m1", "Acme", "NO", "a.png"), ("m2", "Bolt", "SE", "b.png")])
+    spec = spec_of(lake, ", on_conflict: latest")
+    run(lake, spec)
+    state_before, _ = state_table(lake, spec, VIEW)
+    output_before = output_rows(lake, spec, VIEW)
+    lake.upsert("merchants", "merchant_id", [("m1", "Apex", "NO", "a.png")])  # m1 leaves Acme
+
+    crashed = run_cli_with_failpoint(spec.file, "after_state_write")
+
+    assert crashed.returncode == -signal.SIGKILL, crashed.stdout[-3000:] + crashed.stderr[-3000:]
+    assert [r.batch_id for r in batch_log(spec).history(VIEW)] == [1]
+    assert output_rows(lake, spec, VIEW) == output_before
+    assert state_table(lake, spec, VIEW)[0] > state_before  # the dead run wrote its index
+    lake.upsert("merchants", "merchant_id", [("m2", "Apex", "SE", "b2.png")])  # m2 claims Apex later
+
+    retry, changed = run(lake, spec)
+
+    assert retry.batch_id == 2 and not retry.retried
+    assert table(lake, spec) == {"Apex": ("m2", "SE")}
+    assert changed == {("delete", "Acme", "m1"), ("delete", "Bolt", "m2"), ("insert", "Apex", "m2")}
+    assert retry.metrics()["conflicts"] == 1
+
+    lake.delete("merchants", "merchant_id", ["m2"])  # Apex goes back to m1, from the index
+    following, changed = run(lake, spec)
+    assert following.batch_id == 3 and changed == {("update_postimage", "Apex", "m1")}
+    assert table(lake, spec) == {"Apex": ("m1", "NO")}

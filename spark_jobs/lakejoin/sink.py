@@ -12,7 +12,6 @@ from lakejoin.engine.markers import (
     OutputCommit,
     current_txn,
     failpoint,
-    idempotent,
     operation_metrics,
     stamped,
 )
@@ -224,9 +223,8 @@ def merge_by_key(
     `full`, every key absent from `source` is deleted too.
 
     With `commit` (a view's output), the last commit of the write is the batch commit (see
-    engine/markers.py). Without it (a state table), inside `markers.idempotent` every write
-    applies once per (app, version), even when a retry repeats the call after a crash between
-    its two commits.
+    engine/markers.py). Without it (a state table), the write is one commit (the driver's MERGE
+    or Spark's), which inside `markers.idempotent` applies once per (app, version).
 
     A batch of an output too many keys for one MERGE and too large for the driver's is written by
     deleting its changed keys and appending their rows, where that suits it (delete_changed.py);
@@ -265,7 +263,12 @@ def merge_by_key(
             written = delete_changed.write(spark, path, keyed, values, columns, key[0], commit)
         if written is not None:
             return replace(_final_counts(path, commit, written, add_appended=False), keys=keys)
-    if small or keys > SPLIT_MERGE_MAX_KEYS:
+    # A state table (no `commit`) is written by one MERGE whatever its size: a kept state costs
+    # at most one commit a batch (issue 23), and it is the only state lakejoin keeps (rekey's
+    # index, one row per master), a table smaller than the outputs the split write is for.
+    if commit is None and keys == 0:  # nothing differs: a state table takes no commit
+        return MergeCounts(applied=False)
+    if small or keys > SPLIT_MERGE_MAX_KEYS or commit is None:
         listed = None
         if small and key_ranges.enabled(spark):
             listed = _key_values(keyed if probe is None else probe, key[0])
@@ -384,46 +387,25 @@ def _merge_then_append(
     columns: Sequence[str],
     key: Sequence[str],
     bounds: KeyRange,
-    commit: OutputCommit | None = None,
+    commit: OutputCommit,
     probe: DataFrame | None = None,
 ) -> MergeCounts:
     """Delta's MERGE joins the source with every file a key touches; once it also inserts, that
     join is an outer join, which shuffles those files whole (with random keys, the whole
     table). So the keys the table already holds are updated and deleted by a MERGE without
     inserts, whose join broadcasts the small source, and the new keys are appended: at 15 M
-    rows and 1 % changed 22 s instead of 52 s (docs/bench/analysis.md). With `commit`, the last
-    of the two commits is the batch commit, and a batch with nothing to change still makes one
-    (an empty append), so that its pins are recorded."""
+    rows and 1 % changed 22 s instead of 52 s (docs/bench/analysis.md). The last of the two
+    commits is the batch commit, and a batch with nothing to change still makes one (an empty
+    append), so that its pins are recorded. An output's write alone takes this path: a state
+    table is written by one MERGE (`merge_by_key`)."""
     from pyspark.sql import functions as F
 
     flagged, held, inserted = _held_by_table(spark, path, source, list(key), bounds, probe)
     has_existing = held > 0
     new_rows = flagged.where(F.col(KEEP) & ~F.col(HELD)).select(*columns)
     present = flagged.where(F.col(HELD)).drop(HELD)
-    if commit is not None:
-        merged = F.broadcast(present) if has_existing else None
-        return _stamped_write(spark, path, merged, new_rows, columns, key, bounds, commit, inserted)
-    counts = MergeCounts()
-    if has_existing:
-        counts = _merge(spark, path, F.broadcast(present), columns, key, inserts=False, bounds=bounds)
-    if inserted:
-        failpoint("between_update_and_insert")
-        txn = current_txn(spark)
-        before = _version(path)
-        if txn is None:
-            new_rows.write.format("delta").mode("append").save(path)
-        else:
-            with idempotent(spark, f"{txn[0]}.inserts", txn[1]):
-                new_rows.write.format("delta").mode("append").save(path)
-        if _version(path) == before:  # an earlier attempt appended them
-            return MergeCounts(updated=counts.updated, deleted=counts.deleted, applied=False)
-    # `applied`: this attempt wrote something (a retry may find the MERGE done, not the append).
-    return MergeCounts(
-        inserted=inserted,
-        updated=counts.updated,
-        deleted=counts.deleted,
-        applied=counts.applied or inserted > 0,
-    )
+    merged = F.broadcast(present) if has_existing else None
+    return _stamped_write(spark, path, merged, new_rows, columns, key, bounds, commit, inserted)
 
 
 def _held_by_table(

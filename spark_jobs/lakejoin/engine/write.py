@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 
 def state_path(spec: PipelineSpec, view: View) -> str:
-    """Where a view keeps its state (routing index, composite rows, re-keyed index)."""
+    """Where a view keeps its state (rekey's re-keyed index)."""
     return str(Path(spec.state_path) / "routing" / view.name)
 
 
@@ -40,8 +40,9 @@ def write_state(ctx: BatchContext, kind: ViewKindLogic) -> dict[str, int]:
 
     tables = kind.state_tables(ctx.state_path)
     app = f"{app_id(ctx.spec.name, ctx.view.name)}.state"
-    # A state write is a MERGE (stamped `app`) and an append (stamped `app.inserts`, sink.py),
-    # either of which may be missing from a batch: the next version is above both.
+    # A state write is one MERGE, stamped `app`. Until session 34 a large one was a MERGE and an
+    # append (stamped `app.inserts`), either of which could be missing from a batch: the next
+    # version stays above both, for a table those wrote.
     written = [
         DeltaTable(p).transaction_version(a) or 0
         for p in tables.values()

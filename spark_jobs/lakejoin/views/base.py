@@ -2,7 +2,7 @@
 
 The engine owns the protocol: plan, changes, write, check, commit, idempotency. A view kind
 owns its semantics: which output keys a batch's changes can affect, how to recompute them, and
-how to keep its own state table (a routing index, composite rows, a re-keyed index) in step.
+how to keep its own state table (rekey's re-keyed index; the other kinds keep none) in step.
 """
 
 from __future__ import annotations
@@ -239,6 +239,19 @@ class BatchContext:
             values = [row[0] for row in frame.select(column).collect()] if count else []
             self._values[id(frame), column] = values if lookups.literal_keys(values) else None
         return self._values[id(frame), column]
+
+    def changed_on_driver(
+        self, changes: Mapping[str, DataFrame], right: Source, left: Source
+    ) -> tuple[list[Any], list[Any]] | None:
+        """The changed keys of `right` and of `left` on the driver, for routes looked up there
+        (a right change's left rows, but for the left keys that changed themselves); None
+        when either is too many or of a type a driver lookup does not take."""
+        changed = self.key_values(changes[right.name], right.key, self.changed.get(right.name))
+        if changed is None:
+            return None
+        # The affected rows' driver lookup reads the left keys too (collected once).
+        left_changed = self.key_values(changes[left.name], left.key, self.changed.get(left.name))
+        return None if left_changed is None else (changed, left_changed)
 
     def driver_rows(
         self, source: Source, values: Sequence[Any], *, excluding: Sequence[Any] = ()

@@ -144,11 +144,9 @@ class FkJoinView(ViewKindLogic):
         from pyspark.sql import functions as F
 
         right_changes, left_changes = changes[self.right.name], changes[self.left.name]
-        changed = ctx.key_values(right_changes, self.right.key, ctx.changed.get(self.right.name))
-        left_changed = None
-        if changed is not None:  # the affected rows' driver lookup reads them too (collected once)
-            left_changed = ctx.key_values(left_changes, self.left.key, ctx.changed.get(self.left.name))
-        if changed is not None and left_changed is not None:
+        on_driver = ctx.changed_on_driver(changes, self.right, self.left)
+        if on_driver is not None:
+            changed, left_changed = on_driver
             listed = routing.routed_on_driver(
                 self.left.path,
                 ctx.version(self.left),

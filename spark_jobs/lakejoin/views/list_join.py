@@ -3,9 +3,10 @@
 `persons(person_id, name, address_ids: [a1, a2])` with `addresses(address_id, street)` gives
 `person_id, name, addresses: [{address_id: a1, street: ...}, {address_id: a2, street: ...}]`.
 
-Each list is flattened into composite rows (left key, position, element key). They are the
-view's state: a Delta table clustered by element key, so a right change finds every list that
-holds its key without scanning the left table. A batch re-joins only
+Each list is flattened into composite rows (left key, position, element key), and each joined
+on its own. The view keeps no state: a right change finds the lists that hold its key in the
+pinned left table (its key and list columns), and a left row's old list is the output's, its
+elements' keys in order (docs/decisions.md, "State only where it pays"). A batch re-joins only
 - left rows whose list changed (added, removed, reordered or duplicated elements), and
 - left rows holding an element whose right row changed.
 When the right changes reach more than `fanout_threshold` of the left rows (a popular element),
@@ -26,13 +27,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from lakejoin import routing
-from lakejoin.changes import CHANGE, ChangeKind, upserts
+from lakejoin.changes import CHANGE, ChangeKind
 from lakejoin.key_ranges import materialised
 from lakejoin.spec import Duplicates, ListJoin, PipelineSpec, View
-from lakejoin.views.base import STATE, BatchContext, Rebuilt, Validation, ViewKindLogic, fans_out
+from lakejoin.views.base import BatchContext, Rebuilt, Validation, ViewKindLogic, fans_out
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
 LEFT_KEY = "left_key"
 POS = "pos"
@@ -123,19 +124,16 @@ class ListJoinView(ViewKindLogic):
         columns = [F.col(self.join.into) if c == self.join.list else left_rows[c] for c in left_rows.columns]
         return joined.select(*columns)
 
-    def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
-        from pyspark.sql import functions as F
+    def state_tables(self, state_path: str) -> dict[str, str]:
+        return {}
 
-        key = self.left.key
+    def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
         self._counts = {}
-        # Composite rows follow the left rows only: the fan-out fallback below still writes just these.
-        self._state_change: tuple[DataFrame, DataFrame, DataFrame] | None = None
         if changes is not None:
-            state = ctx.read_state()
-            routed, reached = self._routed(ctx, state, changes[self.right.name])
+            routed, reached = self._routed(ctx, changes)
             # An element held by many lists (a popular tag) can reach a large share of the
             # output: then one recompute beats re-joining every list that holds it.
-            if fans_out(
+            if not fans_out(
                 ctx,
                 self.left,
                 reached,
@@ -144,69 +142,70 @@ class ListJoinView(ViewKindLogic):
                 changed="right keys",
                 of="left rows",
             ):
-                left_changed = changes[self.left.name]
-                self._state_change = self._changed_composite(state, upserts(left_changed), left_changed)
-                changes = None
-        if changes is None:
-            left_rows = ctx.whole_source(self.left)
-            ctx.require_unique(left_rows, self.left)
-            right_rows = ctx.whole_source(self.right)
-            ctx.require_unique(right_rows, self.right)
-            self._composite, rebuilt, _ = materialised(composite_rows(left_rows, self.join, key))
-            self._counts.update(composite_rows_rebuilt=rebuilt, left_rows_carried=0)
-            lists = joined_lists(
-                composite_rows(left_rows, self.join, key, outer=True),
-                right_rows,
-                right_key=self.right.key,
-                right_columns=self._right_columns,
-                into=self.join.into,
-            )
-            return Rebuilt(self._output_rows(left_rows, lists), None)
+                return self._incremental(ctx, changes, routed)
+        key = self.left.key
+        left_rows = ctx.whole_source(self.left)
+        ctx.require_unique(left_rows, self.left)
+        right_rows = ctx.whole_source(self.right)
+        ctx.require_unique(right_rows, self.right)
+        lists = joined_lists(
+            composite_rows(left_rows, self.join, key, outer=True),
+            right_rows,
+            right_key=self.right.key,
+            right_columns=self._right_columns,
+            into=self.join.into,
+        )
+        return Rebuilt(self._output_rows(left_rows, lists), None)
 
-        left_changed = changes[self.left.name]
-        changed_keys = left_changed.select(F.col(key).alias(LEFT_KEY))
-        # A batch of few keys finds them, their rows and their old composite rows on the
-        # driver (lookups.py).
+    def _incremental(
+        self, ctx: BatchContext, changes: Mapping[str, DataFrame], routed: DataFrame | list[Any]
+    ) -> Rebuilt:
+        """Re-join the lists of the left keys that changed or hold a changed element, but for
+        those whose list is as it was and holds no changed element: they keep their joined
+        list from the output."""
+        from pyspark.sql import functions as F
+
+        key = self.left.key
+        left_changed, right_changed = changes[self.left.name], changes[self.right.name]
+        # A batch of few keys finds them and their rows on the driver (lookups.py).
         found = ctx.affected_on_driver(self.left, left_changed, routed) if isinstance(routed, list) else None
         if isinstance(routed, list):
             routed = ctx.keys_frame(self.left, routed).withColumnRenamed(key, LEFT_KEY)
-        old_composite = None
         if found is not None:
             (keys, count, key_bounds), left_rows = found
-            affected, bounds = keys.withColumnRenamed(key, LEFT_KEY), replace(key_bounds, column=LEFT_KEY)
-            old_composite = self._state_on_driver(ctx, state, keys)
         else:
+            changed_keys = left_changed.select(F.col(key).alias(LEFT_KEY))
             affected, count, bounds = materialised(changed_keys.union(routed).distinct(), LEFT_KEY)
             keys, key_bounds = affected.withColumnRenamed(LEFT_KEY, key), replace(bounds, column=key)
             left_rows = ctx.rows_of(self.left, keys, left_changed, key_bounds)
         new_composite = composite_rows(left_rows, self.join, key).localCheckpoint()
-        if old_composite is None:
-            old_composite = state.where(bounds.covers(F.col(LEFT_KEY))).join(
-                F.broadcast(affected), on=LEFT_KEY, how="left_semi"
-            )
 
-        # A left row whose list is as it was, and none of whose elements changed on the right,
-        # keeps its joined list from the output.
-        upserted = left_changed.where(F.col(CHANGE) == ChangeKind.UPSERT.value).select(
-            F.col(key).alias(LEFT_KEY)
+        # The old list is the output's: its elements' keys, in order, as the duplicates policy
+        # left them. A left row whose list is as it was, and none of whose elements changed on
+        # the right, keeps its joined list.
+        changed_elements = right_changed.select(F.col(self.right.key).alias(ELEMENT))
+        holding = new_composite.join(F.broadcast(changed_elements), on=ELEMENT, how="left_semi")
+        candidates = (
+            left_changed.where(F.col(CHANGE) == ChangeKind.UPSERT.value)
+            .select(F.col(key).alias(LEFT_KEY))
+            .join(holding.select(LEFT_KEY), on=LEFT_KEY, how="left_anti")
         )
-        same_list = (
-            upserted.join(routed, on=LEFT_KEY, how="left_anti")
-            .join(signatures(new_composite), on=LEFT_KEY, how="left")
-            .join(signatures(old_composite).withColumnRenamed(SIGNATURE, "_lj_old"), on=LEFT_KEY, how="left")
-            .where(F.col(SIGNATURE).eqNullSafe(F.col("_lj_old")))
-            .select(LEFT_KEY)
+        output = ctx.spark.read.format("delta").load(self.view.path).where(key_bounds.covers(F.col(key)))
+        if found is not None and not ctx.repairing:  # the affected keys' output rows, on the driver
+            driver_output = self._output_on_driver(ctx, output, keys)
+            output = output if driver_output is None else driver_output
+        into = self.join.into
+        old_lists = output.select(
+            F.col(key).alias(LEFT_KEY),
+            into,
+            F.to_json(F.transform(into, lambda e: e[self.right.key])).alias("_lj_old"),
+        ).join(F.broadcast(candidates), on=LEFT_KEY, how="left_semi")
+        same = old_lists.join(F.broadcast(signatures(new_composite)), on=LEFT_KEY, how="left").where(
+            F.coalesce(F.col(SIGNATURE), F.lit("[]")) == F.col("_lj_old")
         )
         if ctx.repairing:
-            same_list = same_list.limit(0)
-        output = ctx.spark.read.format("delta").load(self.view.path).where(bounds.covers(F.col(key)))
-        if found is not None and not ctx.repairing:  # the affected keys' output rows, on the driver
-            output = _either(self._output_on_driver(ctx, output, keys), output)
-        kept, carried, _ = materialised(
-            output.select(F.col(key).alias(LEFT_KEY), self.join.into).join(
-                F.broadcast(same_list), on=LEFT_KEY, how="left_semi"
-            )
-        )
+            same = same.limit(0)
+        kept, carried, _ = materialised(same.select(LEFT_KEY, into))
         carried_keys = kept.select(LEFT_KEY)
         rejoin_rows = left_rows.join(
             F.broadcast(carried_keys.withColumnRenamed(LEFT_KEY, key)), on=key, how="left_anti"
@@ -236,54 +235,52 @@ class ListJoinView(ViewKindLogic):
             right_rows,
             right_key=self.right.key,
             right_columns=self._right_columns,
-            into=self.join.into,
+            into=into,
         ).unionByName(kept)
-
-        # The composite rows to replace: those of the left keys that changed, but for the carried
-        # ones (theirs are unchanged by definition).
-        replaced = changed_keys.join(F.broadcast(carried_keys), on=LEFT_KEY, how="left_anti")
-        replaced = replaced.localCheckpoint()
-        self._state_change = (
-            replaced,
-            rejoin_composite.join(F.broadcast(replaced), on=LEFT_KEY, how="left_semi"),
-            old_composite.join(F.broadcast(replaced), on=LEFT_KEY, how="left_semi"),
-        )
         self._counts.update(composite_rows_rebuilt=rebuilt, left_rows_carried=carried)
         return Rebuilt(self._output_rows(left_rows, lists), keys, count, key_bounds)
 
     def _routed(
-        self, ctx: BatchContext, state: DataFrame, right_changes: DataFrame
+        self, ctx: BatchContext, changes: Mapping[str, DataFrame]
     ) -> tuple[DataFrame | list[Any], int]:
-        """The left keys whose lists hold a changed element (the composite rows), and how many:
-        listed on the driver when the changed elements are few (lookups.py), else materialised.
-        With no changed element the state is not read."""
+        """The left keys whose list holds a changed element in the pinned left table, but for
+        the left keys that changed themselves (incremental work either way, so the fan-out rule
+        does not count them), and how many: listed on the driver when the changed elements are
+        few (lookups.py), else materialised. With no changed element the table is not read."""
         from pyspark.sql import functions as F
 
-        if not ctx.changed.get(self.right.name, 1):  # no changed element: the state is not read
+        right_changes, left_changes = changes[self.right.name], changes[self.left.name]
+        if not ctx.changed.get(self.right.name, 1):
             return [], 0
-        changed = ctx.key_values(right_changes, self.right.key, ctx.changed.get(self.right.name))
-        if changed is not None:
-            listed = routing.routed_on_driver(
-                ctx.state_path, ctx.plan.pinned_versions[STATE], changed, route=ELEMENT, most=ctx.most_keys
+        on_driver = ctx.changed_on_driver(changes, self.right, self.left)
+        if on_driver is not None:
+            changed, left_changed = on_driver
+            listed = routing.holding_on_driver(
+                self.left.path,
+                ctx.version(self.left),
+                changed,
+                self.join.list,
+                most=ctx.most_keys,
+                left_key=self.left.key,
             )
             if listed is not None:
-                return listed, len(listed)
+                others = sorted(set(listed).difference(left_changed))
+                return others, len(others)
+        holders = ctx.snapshot(self.left).select(
+            F.col(self.left.key).alias(LEFT_KEY), F.explode(self.join.list).alias(ELEMENT)
+        )
         wanted = right_changes.select(F.col(self.right.key).alias(ELEMENT))
-        routed = state.join(F.broadcast(wanted), on=ELEMENT, how="left_semi")
-        done, reached, _ = materialised(routed.select(LEFT_KEY).distinct())
+        done, reached, _ = materialised(
+            holders.join(F.broadcast(wanted), on=ELEMENT, how="left_semi")
+            .select(LEFT_KEY)
+            .distinct()
+            .join(
+                F.broadcast(left_changes.select(F.col(self.left.key).alias(LEFT_KEY))),
+                on=LEFT_KEY,
+                how="left_anti",
+            )
+        )
         return done, reached
-
-    def _state_on_driver(self, ctx: BatchContext, state: DataFrame, keys: DataFrame) -> DataFrame | None:
-        """The composite rows of the affected left keys (`keys`, a local relation), at the
-        state's pinned version, read on the driver; None when delta-rs does not read it."""
-        from lakejoin import lookups
-
-        path, version = ctx.state_path, ctx.plan.pinned_versions[STATE]
-        values = [row[0] for row in keys.collect()]
-        rows = lookups.read_keys(path, version, LEFT_KEY, values, [LEFT_KEY, POS, ELEMENT])
-        if rows is None:
-            return None
-        return lookups.as_spark(ctx.spark, rows, state.select(LEFT_KEY, POS, ELEMENT).schema)
 
     def _output_on_driver(self, ctx: BatchContext, output: DataFrame, keys: DataFrame) -> DataFrame | None:
         """The output's rows of the affected left keys (`keys`, a local relation) as the table
@@ -300,37 +297,8 @@ class ListJoinView(ViewKindLogic):
             return None
         return lookups.as_spark(ctx.spark, rows, output.schema)
 
-    def _changed_composite(
-        self, state: DataFrame, rows: DataFrame, left_changed: DataFrame
-    ) -> tuple[DataFrame, DataFrame, DataFrame]:
-        """The keys whose composite rows a batch replaces (the left keys that changed), their new
-        composite rows (from `rows`, their rows now) and their old ones (in `state`)."""
-        from pyspark.sql import functions as F
-
-        replaced = left_changed.select(F.col(self.left.key).alias(LEFT_KEY)).localCheckpoint()
-        old = state.join(F.broadcast(replaced), on=LEFT_KEY, how="left_semi")
-        return replaced, composite_rows(rows, self.join, self.left.key), old
-
     def write_state(self, ctx: BatchContext) -> None:
-        from pyspark.sql import functions as F
-
-        present = F.lit(True).alias("_lj_present")
-        if self._state_change is None:
-            ensure_composite_table(ctx.spark, ctx.state_path, self._composite)
-            source = self._composite.select(LEFT_KEY, POS, ELEMENT, present)
-            merge_composite(ctx.spark, ctx.state_path, source, full=True)
-            return
-        replaced, new, _ = self._state_change
-        if replaced.isEmpty():  # only right rows changed: every list holds what it held
-            return
-        new_rows = new.select(LEFT_KEY, POS, ELEMENT, present)
-        # The positions to delete come from the table as it is now, not as the last batch left
-        # it: a run that died after its state write and before its output commit may have
-        # written longer lists than the ones this batch replaces.
-        current = ctx.spark.read.format("delta").load(ctx.state_path)
-        old = current.join(F.broadcast(replaced), on=LEFT_KEY, how="left_semi")
-        source = old.select(LEFT_KEY, POS).join(new_rows, on=[LEFT_KEY, POS], how="full_outer")
-        merge_composite(ctx.spark, ctx.state_path, source, full=False)
+        """No state to write (see the module)."""
 
     def validations(self, ctx: BatchContext, written: DataFrame) -> list[Validation]:
         import great_expectations as gx
@@ -375,24 +343,3 @@ class ListJoinView(ViewKindLogic):
                 ],
             ),
         ]
-
-
-def _either(first: DataFrame | None, second: DataFrame) -> DataFrame:
-    return second if first is None else first
-
-
-def ensure_composite_table(spark: SparkSession, path: str, composite: DataFrame) -> None:
-    from lakejoin.sink import ensure_keyed_table
-
-    ensure_keyed_table(spark, path, composite.select(LEFT_KEY, POS, ELEMENT).schema)
-
-
-def merge_composite(spark: SparkSession, path: str, source: DataFrame, *, full: bool) -> None:
-    """Replace composite rows by (left_key, pos): rows of `source` without `_lj_present` are
-    deleted; with `full`, every row not in `source` is deleted too."""
-    from pyspark.sql import functions as F
-
-    from lakejoin.sink import KEEP, merge_by_key
-
-    source = source.withColumn(KEEP, F.col("_lj_present").isNotNull())
-    merge_by_key(spark, path, source, [LEFT_KEY, POS], [LEFT_KEY, POS, ELEMENT], full=full)
