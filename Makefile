@@ -23,8 +23,9 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	touch $@
 
 $(VENV)/.delta-jars: $(VENV)/.installed
-	@echo "==> fetching Delta Lake's JVM artifacts (once) and starting Spark with Delta"
-	$(BIN)/python -m lakejoin.session || (scripts/fetch-delta-jars.sh && $(BIN)/python -m lakejoin.session)
+	@echo "==> resolving Delta Lake's JVM artifacts once into $(VENV)/spark-jars, then starting Spark with them"
+	$(BIN)/python -m lakejoin.jars || (scripts/fetch-delta-jars.sh && $(BIN)/python -m lakejoin.jars)
+	$(BIN)/python -m lakejoin.session
 	touch $@
 
 demo: install

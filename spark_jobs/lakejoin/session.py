@@ -64,9 +64,17 @@ def spark_session(
     builder = SparkSession.builder.appName(app_name).master(master or "local[*]")
     for key, value in {**DELTA_CONFIG, **LOCAL_CONFIG, **(extra or {})}.items():
         builder = builder.config(key, value)
-    from delta import configure_spark_with_delta_pip
+    from lakejoin.jars import LOG4J, jar_files
 
-    session = configure_spark_with_delta_pip(builder).getOrCreate()
+    files = jar_files()
+    if files:  # resolved once at install (lakejoin/jars.py): no Ivy, no registry, a quiet start
+        builder = builder.config("spark.jars", ",".join(files))
+        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{LOG4J}")
+        session = builder.getOrCreate()
+    else:
+        from delta import configure_spark_with_delta_pip
+
+        session = configure_spark_with_delta_pip(builder).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
 
