@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from lakejoin.cli import main
-from tests.lakehouse import ADDRESSES, MASTERS, MERCHANTS, PERSONS, PRODUCTS, write_spec
+from lakejoin.engine.batch import batch_log
+from tests.lakehouse import ADDRESSES, MASTERS, MERCHANTS, PERSONS, PRODUCTS, output_rows, write_spec
 
 pytestmark = pytest.mark.e2e
 
@@ -106,3 +107,51 @@ def test_run_reports_composite_rows_rebuilt_and_conflicts(lake, capsys, monkeypa
         "rows reached by the other side's changes 0, fan-out ‰ 0, full recompute 0, "
         "composite rows rebuilt 2, carried without re-join 1"
     )
+
+
+def test_a_failed_view_skips_its_readers_and_the_others_run(lake, capsys, monkeypatch):
+    """Like `dbt run`: a key conflict fails one view, the view reading it is skipped, the
+    independent view commits, the run ends with a tally and exit 1; --fail-fast stops at it."""
+    monkeypatch.setenv("COLUMNS", "220")
+    # Two merchants claim the display name "Acme": a unique rekey without a policy fails.
+    lake.create("merchants", MASTERS, [("m1", "Acme", "NO", "a.png"), ("m2", "Acme", "SE", "b.png")])
+    lake.create("products", PRODUCTS, [("p1", "pen", 1.0, "m1"), ("p2", "cup", 2.0, "m2")])
+    views = """\
+  by_name:
+    rekey: {source: merchants, key: display_name}
+  by_country:
+    rekey: {source: by_name, key: country}
+  priced:
+    fk_join: {left: products, right: merchants, fk: merchant_id, right_columns: [country]}
+"""
+    spec = write_spec(lake, {"merchants": "merchant_id", "products": "product_id"}, views)
+    spec_file = str(lake.root / "lake.yaml")
+    assert spec.view_order().index("by_name") < spec.view_order().index("priced")
+
+    assert main(["run", spec_file, "--fail-fast"]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert "KeyConflictError" in out and "Acme" in out
+    assert batch_log(spec).last("priced") is None  # stopped before it
+
+    assert main(["run", spec_file]) == 1
+    out = capsys.readouterr().out
+    flat = " ".join(out.split())
+    assert "failed by_name: KeyConflictError" in flat and "Traceback" not in out
+    assert "skipped by_country: it reads 'by_name', which failed" in flat
+    assert _table_row(out, "priced")[1:4] == ["1", "full_refresh", "committed"]
+    assert "pipeline lake: 1 committed, 1 failed, 1 skipped" in flat
+    assert [(r["product_id"], r["country"]) for r in output_rows(lake, spec, "priced")] == [
+        ("p1", "NO"),
+        ("p2", "SE"),
+    ]
+    assert batch_log(spec).last_committed("by_name") is None
+
+    # Once the conflict is gone, the failed view and its reader catch up; priced has nothing new.
+    lake.upsert("merchants", "merchant_id", [("m2", "Bolt", "SE", "b.png")])
+    assert main(["run", spec_file]) == 0
+    flat = " ".join(capsys.readouterr().out.split())
+    assert "pipeline lake: 3 committed" in flat
+    assert output_rows(lake, spec, "by_country") == [
+        {"country": "NO", "merchant_id": "m1", "display_name": "Acme", "photo_url": "a.png"},
+        {"country": "SE", "merchant_id": "m2", "display_name": "Bolt", "photo_url": "b.png"},
+    ]

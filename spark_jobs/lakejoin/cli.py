@@ -2,20 +2,27 @@
 
 lakejoin run pipelines/marketplace.yaml [--view NAME] [--full-refresh]
 lakejoin run pipelines/marketplace.yaml --repair-from V|TIMESTAMP [--repair-to V|TIMESTAMP]
+    [--fail-fast] [--verbose]
 lakejoin status pipelines/marketplace.yaml
 lakejoin report pipelines/marketplace.yaml [--view NAME] [--last N]
+
+A run ends with what committed, had nothing new, failed or was skipped (it reads a view that
+failed). Exit status: 0 when no view failed, 1 when one did, 2 for an error in the command or
+the spec (nothing ran), or the first failure under `--fail-fast`.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.logging import RichHandler
+from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from lakejoin.engine.records import BatchMode
@@ -45,6 +52,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--no-checks", action="store_true", help="skip the data-quality checks (not recommended)"
     )
+    run.add_argument(
+        "--fail-fast",
+        action="store_true",
+        help="stop at the first view that fails (default: run every view that does not read it)",
+    )
+    run.add_argument("--verbose", action="store_true", help="show Spark's own log (INFO) as well")
     status = commands.add_parser("status", help="last batch, versions and lag of each view")
     status.add_argument("spec", help="path to the pipeline spec (YAML)")
     report = commands.add_parser("report", help="write the data-quality report pages and plots")
@@ -60,6 +73,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
     args = _parser().parse_args(argv)
     console = Console()
+    # lakejoin's own log lines (a log row not written, a view's failure) at INFO; Spark's own
+    # log is set by the session (WARN, or INFO with --verbose).
+    logging.basicConfig(
+        level=logging.WARNING, format="%(message)s", handlers=[RichHandler(console=console, show_path=False)]
+    )
+    logging.getLogger("lakejoin").setLevel(logging.INFO)
     try:
         spec = load_spec(args.spec)
         if args.command == "run":
@@ -75,6 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 full_refresh=args.full_refresh,
                 repair=repair,
                 checks=not args.no_checks,
+                fail_fast=args.fail_fast,
+                verbose=args.verbose,
             )
         if args.command == "report":
             return _report(console, spec, args.view, last=args.last)
@@ -92,32 +113,53 @@ def _run(
     full_refresh: bool,
     repair: RepairRange | None = None,
     checks: bool,
+    fail_fast: bool = False,
+    verbose: bool = False,
 ) -> int:
-    from lakejoin.engine.batch import Phase, run_view
+    from lakejoin.engine.batch import Phase
+    from lakejoin.engine.pipeline import ViewResult, ViewState, run_pipeline, tally
     from lakejoin.session import spark_session
 
     unknown = [v for v in views or [] if v not in spec.views]
     if unknown:
         raise spec.error("views", f"unknown view(s) {unknown}", f"use one of: {', '.join(spec.views)}")
-    # Views that read views run after them, whatever order they were named in.
     names = [v for v in spec.view_order() if not views or v in views]
     with console.status("starting Spark"):
-        spark = spark_session(spec.spark)
-    summaries = []
+        spark = spark_session(spec.spark, verbose=verbose)
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console) as progress:
-        for name in names:
-            task = progress.add_task(f"{name}: plan", total=len(Phase))
+        tasks: dict[str, TaskID] = {}
 
-            def step(phase: Phase, task=task, name=name) -> None:  # noqa: ANN001
-                progress.update(task, description=f"{name}: {phase.value}", advance=1)
+        def start(name: str) -> Callable[[Phase], None]:
+            tasks[name] = progress.add_task(f"{name}: plan", total=len(Phase))
 
-            summary = run_view(
-                spark, spec, name, full_refresh=full_refresh, repair=repair, checks=checks, on_step=step
-            )
-            progress.update(task, completed=len(Phase), description=f"{name}: {summary.outcome.value}")
-            summaries.append(summary)
-    console.print(summary_table(summaries))
+            def step(phase: Phase) -> None:
+                progress.update(tasks[name], description=f"{name}: {phase.value}", advance=1)
+
+            return step
+
+        def end(result: ViewResult) -> None:
+            task = tasks.get(result.view) or progress.add_task(result.view, total=len(Phase))
+            colour = "red" if result.state is ViewState.FAILED else ""
+            label = f"{result.view}: {result.state.value}"
+            progress.update(task, completed=len(Phase), description=f"[{colour}]{label}" if colour else label)
+
+        # Views that read views run after them, whatever order they were named in; a view that
+        # fails skips only the views that read it (unless --fail-fast).
+        results = run_pipeline(
+            spark,
+            spec,
+            names,
+            full_refresh=full_refresh,
+            repair=repair,
+            checks=checks,
+            fail_fast=fail_fast,
+            on_view=start,
+            on_result=end,
+        )
+    summaries = [r.summary for r in results if r.summary is not None]
+    if summaries:
+        console.print(summary_table(summaries))
     for summary in summaries:
         for topic, note in summary.notes.items():
             console.print(f"[yellow]{summary.view}: {topic} {note}[/]")
@@ -125,7 +167,18 @@ def _run(
             page = summary.report.removesuffix(".json") + ".html"
             shown = page if os.path.exists(page) else summary.report
             console.print(f"[dim]{summary.view}: data-quality report {shown}[/]")
-    return 0
+    for result in results:
+        if result.state is ViewState.FAILED:
+            console.print(
+                f"[bold red]failed[/] {result.view}: {result.error_type}: {result.error}",
+                highlight=False,
+                soft_wrap=True,
+            )
+        elif result.state is ViewState.SKIPPED:
+            console.print(f"[yellow]skipped[/] {result.view}: {result.error}", highlight=False)
+    failed = [r.view for r in results if r.state is ViewState.FAILED]
+    console.print(f"pipeline {spec.name}: {tally(results)}", highlight=False)
+    return 1 if failed else 0
 
 
 def _report(console: Console, spec: PipelineSpec, views: list[str] | None, *, last: int) -> int:

@@ -43,8 +43,10 @@ def spark_session(
     *,
     app_name: str = "lakejoin",
     extra: dict[str, str] | None = None,
+    verbose: bool = False,
 ) -> SparkSession:
-    """Get or create the SparkSession lakejoin runs on."""
+    """Get or create the SparkSession lakejoin runs on. Spark's own log is quiet (WARN while it
+    starts, ERROR after) unless `verbose`, which leaves Spark's default (INFO) on."""
     from pyspark.sql import SparkSession
 
     if os.environ.get(SUBMITTED):
@@ -69,13 +71,15 @@ def spark_session(
     files = jar_files()
     if files:  # resolved once at install (lakejoin/jars.py): no Ivy, no registry, a quiet start
         builder = builder.config("spark.jars", ",".join(files))
-        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{LOG4J}")
+        if not verbose:
+            options = f"-Dlog4j2.configurationFile=file:{LOG4J}"
+            builder = builder.config("spark.driver.extraJavaOptions", options)
         session = builder.getOrCreate()
     else:
         from delta import configure_spark_with_delta_pip
 
         session = configure_spark_with_delta_pip(builder).getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
+    session.sparkContext.setLogLevel("INFO" if verbose else "ERROR")
     return session
 
 
@@ -83,8 +87,8 @@ def _submitted_session(extra: dict[str, str] | None) -> SparkSession:
     """The session of an application spark-submit started (`lakejoin.submit`).
 
     spark-submit already chose the master and the app name and put Delta's jars on the classpath
-    (`--packages`); a builder setting would override its `--conf`, so lakejoin's settings only
-    fill in what it left unset.
+    (`--jars`, the files resolved at install; `--packages` where they never were); a builder
+    setting would override its `--conf`, so lakejoin's settings only fill in what it left unset.
     """
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
