@@ -1,10 +1,14 @@
 """lakejoin pipelines: one DAG per spec in `pipelines/` (or `$LAKEJOIN_PIPELINES_DIR`).
 
-Each view is one task that runs one batch of that view with Spark, after the tasks of the views
-it reads: it reads the changes of the
-view's sources since its last committed batch, recomputes the affected keys, MERGEs them into
-the view's Delta table, checks the batch with Great Expectations and commits it. A run with no
-new source versions is a cheap no-op.
+A run pays one Spark start: the `batches` task runs one batch of each selected view, in
+dependency order, on one Spark session. For each view it reads the changes of the view's
+sources since its last committed batch, recomputes the affected keys, MERGEs them into the
+view's Delta table, checks the batch with Great Expectations and commits it. Each view then has
+a task of its own, after `batches` and the tasks of the views it reads, that shows the view's
+result: success with its figures, skipped (nothing new, or not selected), or failed with the
+view's error. A view that fails does not stop the views that do not read it. Clearing a view's
+task runs a batch of that view again, on its own. A run with no new source versions is a cheap
+no-op.
 
 Trigger form:
 - `views`: run only these views (empty: all);
@@ -16,12 +20,13 @@ Trigger form:
 A backfill over past dates repairs each run's data interval (`repair_from` = its start,
 `repair_to` = its end): the changes committed in that interval are re-derived, never replayed.
 
-A scheduled run first asks the Delta logs (without Spark) whether any source of the view has
-a new version; if none has, the task is skipped. Each view's output table is an Airflow Asset
-(`lakejoin://<pipeline>/<view>`), updated when a batch commits, so other DAGs can be
-scheduled on it.
+A scheduled run first asks the Delta logs (without Spark) whether any source of a selected view
+has a new version; if none has, no Spark starts and every view task is skipped. Each view's
+output table is an Airflow Asset (`lakejoin://<pipeline>/<view>`), updated when a batch
+commits, so other DAGs can be scheduled on it.
 
-This file only wires: Spark, Delta and Great Expectations are imported inside the tasks.
+This file only wires (the task logic is lakejoin/airflow_tasks.py): Spark, Delta and Great
+Expectations are imported inside the tasks.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import os
 from pathlib import Path
 
 import pendulum
-from airflow.sdk import Asset, Param, dag, get_current_context, task
+from airflow.sdk import Asset, Param, dag, task
 from airflow.sdk.exceptions import AirflowTimetableInvalid
 
 from lakejoin.spec import PipelineSpec, find_specs, load_spec
@@ -47,67 +52,6 @@ def view_asset(spec: PipelineSpec, view: str) -> Asset:
         uri=f"lakejoin://{spec.name}/{view}",
         extra={"path": spec.views[view].path},
     )
-
-
-def batch_request(spec: PipelineSpec, view: str) -> dict:
-    """What this run asks of `view`: a full refresh, a repair range (from the trigger form or a
-    backfill's data interval), or the next batch. Skips the task when the view was not selected,
-    or when nothing is asked and no source has a new version (checked without Spark)."""
-    from airflow.sdk.exceptions import AirflowSkipException
-
-    from lakejoin.pending import pending_work
-    from lakejoin.repair import requested_repair
-
-    context = get_current_context()
-    params = context["params"]
-    if params.get("views") and view not in params["views"]:
-        raise AirflowSkipException(f"view '{view}' was not selected in this run")
-    run_type = getattr(context["dag_run"], "run_type", None)
-    repair = requested_repair(
-        params,
-        backfill=getattr(run_type, "value", run_type) == "backfill",
-        interval=(context.get("data_interval_start"), context.get("data_interval_end")),
-    )
-    full_refresh = bool(params.get("full_refresh"))
-    if not full_refresh and repair is None:
-        pending = pending_work(spec, view)
-        if not pending.run:
-            raise AirflowSkipException(f"{view}: {pending.reason} (checked without starting Spark)")
-        print(f"{view}: {pending.reason}")
-    repair_from, repair_to = repair.bounds() if repair else (None, None)
-    return {"full_refresh": full_refresh, "repair_from": repair_from, "repair_to": repair_to}
-
-
-def run_batch(spec_file: str, view: str) -> dict:
-    """Run one batch of `view`; return the figures Airflow keeps as the task's XCom."""
-    from airflow.sdk.exceptions import AirflowSkipException
-
-    spec = load_spec(spec_file)
-    request = batch_request(spec, view)
-    from lakejoin.engine.batch import BatchOutcome, run_view
-    from lakejoin.repair import RepairRange
-    from lakejoin.session import spark_session
-
-    repair = None
-    if request["repair_from"]:
-        repair = RepairRange.parse(request["repair_from"], request["repair_to"])
-    summary = run_view(
-        spark_session(spec.spark), spec, view, full_refresh=request["full_refresh"], repair=repair
-    )
-    if summary.outcome is BatchOutcome.SKIPPED:
-        raise AirflowSkipException(f"{view}: no new source versions ({summary.pinned_versions})")
-    print(f"{view}: {summary.outcome.value}, batch {summary.batch_id}, metrics {summary.metrics()}")
-    for topic, note in summary.notes.items():
-        print(f"{view}: {topic}: {note}")
-    if summary.report:
-        print(f"{view}: data-quality report {summary.report}")
-    return {
-        "view": view,
-        "outcome": summary.outcome.value,
-        "batch_id": summary.batch_id,
-        "pinned_versions": summary.pinned_versions,
-        "metrics": summary.metrics(),
-    }
 
 
 def pipeline_dag(spec_file: Path, spec: PipelineSpec):  # noqa: ANN201 - an Airflow DAG
@@ -144,19 +88,23 @@ def pipeline_dag(spec_file: Path, spec: PipelineSpec):  # noqa: ANN201 - an Airf
     )
     def pipeline() -> None:
         from lakejoin.airflow_submit import submit_batch
+        from lakejoin.airflow_tasks import BATCHES, batch_request, run_batches, view_result
         from lakejoin.spec import SparkRun
 
         # A view that reads other views runs after them, as `lakejoin run` does. It still runs
         # when they were skipped (not selected in the trigger form), never after one failed.
+        submitted = spec.spark.run is SparkRun.SUBMIT
+        batches = None if submitted else task(task_id=BATCHES, retries=0)(run_batches)(str(spec_file))
         tasks = {}
         for view in spec.view_order():
             task_args = {"retries": 0, "trigger_rule": "none_failed", "outlets": [view_asset(spec, view)]}
-            # `spark: {run: submit}`: spark-submit to the cluster of the spec's Spark connection
-            # (lakejoin/airflow_submit.py); otherwise Spark runs inside the task's own process.
-            if spec.spark.run is SparkRun.SUBMIT:
+            # `spark: {run: submit}`: one spark-submit per view to the cluster of the spec's Spark
+            # connection (lakejoin/airflow_submit.py); otherwise the `batches` task ran them all.
+            if submitted:
                 tasks[view] = submit_batch(str(spec_file), spec, view, batch_request, **task_args)
             else:
-                tasks[view] = task(task_id=view, **task_args)(run_batch)(str(spec_file), view)
+                tasks[view] = task(task_id=view, **task_args)(view_result)(str(spec_file), view)
+                batches >> tasks[view]
             for upstream in spec.upstream_views(view):
                 tasks[upstream] >> tasks[view]
 

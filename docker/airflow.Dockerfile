@@ -9,3 +9,9 @@ USER airflow
 COPY --chown=airflow:root pyproject.toml constraints.txt README.md /opt/lakejoin/
 COPY --chown=airflow:root spark_jobs /opt/lakejoin/spark_jobs
 RUN pip install --no-cache-dir -c /opt/lakejoin/constraints.txt -e "/opt/lakejoin[airflow]"
+# Delta's jars, resolved once here into the image's environment (<venv>/spark-jars/ivy/jars), as
+# `make install` does: every container of docker-compose.yaml runs this image, so a Spark start
+# in any of them lists these files (spark.jars, spark-submit --jars), resolves nothing and needs
+# no registry. Ivy's cache holds a second copy of each file and goes.
+RUN python -m lakejoin.jars \
+ && rm -rf "$(python -c 'from lakejoin.jars import FOLDER; print(FOLDER)')/ivy/cache"

@@ -21,6 +21,8 @@ import pytest
 
 from lakejoin.engine.batch import batch_log
 from lakejoin.engine.records import BatchMode
+from lakejoin.jars import LOG4J, jar_files
+from lakejoin.session import delta_package
 from lakejoin.spec import PipelineSpec
 from tests.lakehouse import MERCHANTS, PRODUCTS, Lakehouse
 
@@ -144,30 +146,48 @@ def _submit_spec(lake) -> PipelineSpec:  # noqa: ANN001
     return lake.spec("left", extra="spark: {run: submit, conn_id: spark_default}\n")
 
 
-def test_a_submit_spec_makes_spark_submit_tasks(tmp_path):
+@pytest.mark.parametrize("resolved", [True, False], ids=["jars", "packages"])
+def test_a_submit_spec_makes_spark_submit_tasks(tmp_path, resolved):
     """The task is a SparkSubmitOperator on the spec's connection, wired like the in-process
-    task; parsing the DAG still imports no Spark."""
+    task, that ships the jar files resolved at install (a quiet driver, no Ivy at its start), or
+    Delta's packages where they were never resolved; parsing the DAG still imports no Spark."""
     lake = Lakehouse(None, tmp_path)  # only its spec: no tables, no Spark
     _submit_spec(lake)
     env = _airflow_env(tmp_path / "home", lake.root, "spark://127.0.0.1:7077")
+    if resolved:
+        assert jar_files(), "Delta's jars were never resolved: run `make install` (python -m lakejoin.jars)"
+    else:
+        env["LAKEJOIN_JARS"] = str(tmp_path / "never-resolved")
     probe = (
-        "import sys\n"
+        "import json, sys\n"
         "from airflow.dag_processing.dagbag import DagBag\n"
         f"bag = DagBag(dag_folder={str(REPO / 'dags')!r})\n"
         "assert not bag.import_errors, bag.import_errors\n"
         "task = bag.dags['lakejoin_shop'].get_task('display_products')\n"
-        "print(type(task).__name__, task._conn_id, task.trigger_rule.value, task.packages)\n"
-        "print(task.application, task.application_args, sorted(task.conf))\n"
-        "print([m for m in ('pyspark', 'delta', 'great_expectations') if m in sys.modules])\n"
+        "print(json.dumps({'kind': type(task).__name__, 'conn_id': task._conn_id,\n"
+        "    'trigger_rule': task.trigger_rule.value, 'jars': task.jars, 'packages': task.packages,\n"
+        "    'application': task.application, 'args': task.application_args, 'conf': task.conf,\n"
+        "    'imported': [m for m in ('pyspark', 'delta', 'great_expectations') if m in sys.modules]}))\n"
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
-    kind, application, imported = result.stdout.strip().splitlines()[-3:]
-    assert kind.startswith("SparkSubmitOperator spark_default none_failed io.delta:delta-spark_4.1_2.13:")
-    assert application.startswith(f"{REPO / 'spark_jobs' / 'lakejoin' / 'submit.py'} ")
-    assert f"['{lake.root / 'shop.yaml'}', 'display_products']" in application
-    assert "'spark.pyspark.python', 'spark.sql.catalog.spark_catalog', 'spark.sql.extensions'" in application
-    assert imported == "[]"
+    task = json.loads(result.stdout.strip().splitlines()[-1])
+    assert (task["kind"], task["conn_id"], task["trigger_rule"]) == (
+        "SparkSubmitOperator",
+        "spark_default",
+        "none_failed",
+    )
+    assert task["application"] == str(REPO / "spark_jobs" / "lakejoin" / "submit.py")
+    assert task["args"] == [str(lake.root / "shop.yaml"), "display_products"]
+    assert task["conf"]["spark.pyspark.python"] == sys.executable
+    assert {"spark.sql.catalog.spark_catalog", "spark.sql.extensions"} <= set(task["conf"])
+    if resolved:
+        assert task["jars"].split(",") == jar_files() and task["packages"] is None
+        assert task["conf"]["spark.driver.extraJavaOptions"] == f"-Dlog4j2.configurationFile=file:{LOG4J}"
+    else:
+        assert task["jars"] is None and task["packages"] == delta_package()
+        assert "spark.driver.extraJavaOptions" not in task["conf"]
+    assert task["imported"] == []
 
 
 def _dags_test(env: dict[str, str], log: Path) -> str:
@@ -204,6 +224,10 @@ def test_batches_run_on_the_cluster(cluster, lake, tmp_path):
 
     first = _dags_test(env, tmp_path / "first.log")
     assert f"display_products: Spark 4.1.1 on {cluster.url}" in first
+    command = next(line for line in first.splitlines() if "Spark-Submit cmd:" in line)
+    assert " --jars " in command and " --packages " not in command, command
+    # No Ivy resolution at the start, and the driver logs at WARN (lakejoin/log4j2.properties).
+    assert ":: resolving dependencies ::" not in first and " INFO SparkContext: " not in first
     assert "lakejoin from " in first and ".zip/lakejoin" in first.split("lakejoin from ", 1)[1].split()[0]
     assert _batch_result(first)["outcome"] == "committed"
     assert lake.output(spec) == lake.expected(spec)
@@ -220,6 +244,8 @@ def test_batches_run_on_the_cluster(cluster, lake, tmp_path):
     assert lake.output(spec) == lake.expected(spec)
     assert [r["display_name"] for r in lake.output(spec)] == ["Acme Inc", "Acme Inc", "Bolt"]
     assert [app["state"] for app in cluster.completed_apps(APP)] == ["FINISHED", "FINISHED"]
-    # The executors received the package zip (--py-files) and Delta's jars (--packages).
-    shipped = {p.name.split("-")[0] for p in cluster.work.glob("app-*/*/*") if p.suffix in (".zip", ".jar")}
-    assert {"lakejoin", "io.delta_delta"} <= shipped
+    # The executors received the package zip (--py-files) and the jar files resolved at install
+    # (--jars), from the driver: nothing was resolved, on either side.
+    shipped = {p.name for p in cluster.work.glob("app-*/*/*") if p.suffix in (".zip", ".jar")}
+    assert any(name.startswith("lakejoin-") for name in shipped), shipped
+    assert {Path(f).name for f in jar_files()} <= shipped

@@ -28,7 +28,8 @@ def compose_command() -> list[str]:
     )
 
 
-def test_compose_file_validates_and_wires_airflow_postgres_and_spark():
+def compose_config() -> str:
+    """docker-compose.yaml as Compose resolves it (YAML), after checking that it is valid."""
     result = subprocess.run(
         [*compose_command(), "-f", str(REPO / "docker-compose.yaml"), "config"],
         capture_output=True,
@@ -36,7 +37,11 @@ def test_compose_file_validates_and_wires_airflow_postgres_and_spark():
         cwd=REPO,
     )
     assert result.returncode == 0, result.stderr
-    config = yaml.safe_load(result.stdout)
+    return result.stdout
+
+
+def test_compose_file_validates_and_wires_airflow_postgres_and_spark():
+    config = yaml.safe_load(compose_config())
     services = config["services"]
     assert {
         "postgres",
@@ -57,3 +62,23 @@ def test_compose_file_validates_and_wires_airflow_postgres_and_spark():
         assert {"/opt/lakejoin/dags", "/opt/lakejoin/pipelines", "/opt/lakejoin/lakehouse"} <= mounts
     worker_mounts = services["spark-worker"]["volumes"]
     assert any("/opt/lakejoin/lakehouse" in str(v) for v in worker_mounts)
+
+
+def test_every_spark_container_runs_the_image_that_resolved_deltas_jars_at_build():
+    """Delta's jars are resolved once, when the image is built, after lakejoin is installed
+    (`python -m lakejoin.jars`); Airflow and the Spark master and worker all run that image, and
+    nothing asks for packages (an Ivy resolution, a registry) when a container runs."""
+    text = compose_config()
+    services = yaml.safe_load(text)["services"]
+    lakejoin = {name: service for name, service in services.items() if name != "postgres"}
+    assert {"airflow-scheduler", "spark-master", "spark-worker"} <= set(lakejoin)
+    for name, service in lakejoin.items():
+        assert service["image"] == "lakejoin-airflow:local", name
+        assert service["build"]["dockerfile"] == "docker/airflow.Dockerfile", name
+    dockerfile = (REPO / "docker" / "airflow.Dockerfile").read_text()
+    steps = [line for line in dockerfile.splitlines() if line.startswith("RUN ")]
+    installs = [i for i, step in enumerate(steps) if "pip install" in step and "/opt/lakejoin" in step]
+    resolves = [i for i, step in enumerate(steps) if step.startswith("RUN python -m lakejoin.jars")]
+    assert installs and resolves and installs[-1] < resolves[0], steps
+    for packages in ("--packages", "spark.jars.packages", "configure_spark_with_delta_pip"):
+        assert packages not in text and packages not in dockerfile, packages

@@ -103,13 +103,15 @@ def test_dag_files_import_without_spark(airflow_home):
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.strip().splitlines()
     assert lines[-2] == (
-        "['display_products', 'listed_products'] 1 ['full_refresh', 'repair_from', 'repair_to', 'views']"
+        "['batches', 'display_products', 'listed_products'] 1 "
+        "['full_refresh', 'repair_from', 'repair_to', 'views']"
     )
     assert lines[-1] == "[]"
 
 
 def test_a_view_reading_a_view_runs_after_it(airflow_home):
-    """Tasks are wired by the views' reads; a skipped upstream does not skip its readers."""
+    """Tasks are wired by the views' reads, after `batches`; a skipped upstream does not skip
+    its readers."""
     chain = airflow_home / "pipelines" / "chain.yaml"
     chain.write_text(
         marketplace_spec(airflow_home).replace("pipeline: market", "pipeline: chain")
@@ -129,11 +131,12 @@ def test_a_view_reading_a_view_runs_after_it(airflow_home):
     finally:
         chain.unlink()
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip().splitlines()[-4:] == [
-        "cheap_names ['names'] none_failed",
-        "display_products [] none_failed",
-        "listed_products [] none_failed",
-        "names ['listed_products'] none_failed",
+    assert result.stdout.strip().splitlines()[-5:] == [
+        "batches [] all_success",
+        "cheap_names ['batches', 'names'] none_failed",
+        "display_products ['batches'] none_failed",
+        "listed_products ['batches'] none_failed",
+        "names ['batches', 'listed_products'] none_failed",
     ]
 
 
@@ -193,10 +196,12 @@ def _output(spark, spec, view):
 
 
 def test_dag_runs_maintain_the_views(airflow_home, spark):
-    """A real DAG run loads every key; after a change batch a run with params updates one view."""
+    """A real DAG run loads every key, its views' batches in one task; after a change batch a run
+    with params updates one view; a view's task run without `batches` runs a batch of its own."""
     from airflow.utils.state import DagRunState, TaskInstanceState
 
     from lakejoin.demo import CHANGE_BATCHES, create_marketplace
+    from lakejoin.engine.batch import batch_log
     from lakejoin.spec import load_spec
 
     spec = load_spec(airflow_home / "pipelines" / "market.yaml")
@@ -206,6 +211,7 @@ def test_dag_runs_maintain_the_views(airflow_home, spark):
     first = dag.test()
     assert first.state == DagRunState.SUCCESS
     assert {ti.task_id: ti.state for ti in first.get_task_instances()} == {
+        "batches": TaskInstanceState.SUCCESS,
         "display_products": TaskInstanceState.SUCCESS,
         "listed_products": TaskInstanceState.SUCCESS,
     }
@@ -219,12 +225,23 @@ def test_dag_runs_maintain_the_views(airflow_home, spark):
     assert second.state == DagRunState.SUCCESS
     states = {ti.task_id: ti.state for ti in second.get_task_instances()}
     assert states == {
+        "batches": TaskInstanceState.SUCCESS,
         "display_products": TaskInstanceState.SUCCESS,
         "listed_products": TaskInstanceState.SKIPPED,
     }
     assert _output(spark, spec, "display_products") == _expected(spark, spec, "display_products")
     moved = {r["product_id"]: r for r in _output(spark, spec, "display_products")}
     assert moved["p03"]["merchant_id"] == "m2" and moved["p03"]["display_name"] == "Bolt & Nut Co."
+
+    # listed_products' task alone (as `airflow tasks test` runs it, or a rerun): its own batch.
+    before = batch_log(spec).last_committed("listed_products").batch_id
+    alone = dag.partial_subset(["listed_products"], include_upstream=False).test(run_conf={"views": []})
+    assert alone.state == DagRunState.SUCCESS
+    assert {ti.task_id: ti.state for ti in alone.get_task_instances()} == {
+        "listed_products": TaskInstanceState.SUCCESS
+    }
+    assert batch_log(spec).last_committed("listed_products").batch_id == before + 1
+    assert _output(spark, spec, "listed_products") == _expected(spark, spec, "listed_products")
 
 
 def test_a_failing_batch_fails_its_task(airflow_home, spark):
@@ -244,7 +261,11 @@ def test_a_failing_batch_fails_its_task(airflow_home, spark):
     run = dag_bag().dags["lakejoin_market"].test(run_conf={"views": ["listed_products"]})
     assert run.state == DagRunState.FAILED
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
-    assert states["listed_products"] == TaskInstanceState.FAILED
+    assert states == {
+        "batches": TaskInstanceState.SUCCESS,  # it ran the batch; the view's task fails with it
+        "display_products": TaskInstanceState.SKIPPED,
+        "listed_products": TaskInstanceState.FAILED,
+    }
     after = batch_log(spec).last_committed("listed_products")
     assert after.batch_id == before.batch_id
 
@@ -281,6 +302,7 @@ def test_nothing_new_skips_without_spark_and_a_repair_runs_from_the_form(own_pip
     run = dag.test(run_conf={"views": ["display_products"], "repair_from": "0"})
     assert run.state == DagRunState.SUCCESS
     assert {ti.task_id: ti.state for ti in run.get_task_instances()} == {
+        "batches": TaskInstanceState.SUCCESS,
         "display_products": TaskInstanceState.SUCCESS,
         "listed_products": TaskInstanceState.SKIPPED,
     }

@@ -5,8 +5,11 @@ The task runs `spark-submit` in client mode (the driver in the task, the executo
 cluster) through the spec's `conn_id` (default `spark_default`), with the application
 `lakejoin/submit.py` and:
 - the lakejoin package as `--py-files`: a zip built when the task runs, kept per content;
-- Delta's jars as `--packages` (the coordinate of the installed delta-spark) and its SQL
-  extension and catalog as `--conf`;
+- Delta's jars as `--jars`: the files `python -m lakejoin.jars` resolved once at install
+  (`lakejoin.jars.jar_files`), so a submit resolves nothing and needs no registry; the driver
+  logs at WARN (`lakejoin/log4j2.properties`, through `spark.driver.extraJavaOptions`). Only
+  when they were never resolved, `--packages` (the coordinate of the installed delta-spark);
+- Delta's SQL extension and catalog as `--conf`;
 - this task's Python interpreter for the executors (`spark.pyspark.python`): the cluster's
   workers need the same Python at the same path, as the containers of docker-compose.yaml have.
 
@@ -27,6 +30,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lakejoin.jars import LOG4J, jar_files
 from lakejoin.session import DELTA_CONFIG, delta_package
 from lakejoin.spec import PipelineSpec
 
@@ -54,13 +58,17 @@ def submit_batch(
         task.application_args = [spec_file, view, *batch_arguments(request(spec, view))]
         task.py_files = str(package_zip())
 
+    # Resolved once at install (lakejoin/jars.py): spark-submit runs no Ivy and needs no registry.
+    files = jar_files()
+    quiet = {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J}"} if files else {}
     return SparkSubmitOperator(
         task_id=view,
         conn_id=spec.spark.conn_id,
         application=str(PACKAGE / "submit.py"),
         application_args=[spec_file, view],
-        packages=delta_package(),
-        conf={**DELTA_CONFIG, "spark.pyspark.python": sys.executable},
+        jars=",".join(files) or None,
+        packages=None if files else delta_package(),
+        conf={**DELTA_CONFIG, "spark.pyspark.python": sys.executable, **quiet},
         name=f"lakejoin_{spec.name}.{view}",
         pre_execute=prepare,
         **task_args,

@@ -1,8 +1,14 @@
 """The spark-submit application: one batch of one view, on the Spark that spark-submit started.
 
-    spark-submit --packages io.delta:delta-spark_4.1_2.13:4.4.0 --py-files lakejoin.zip \\
+    spark-submit --jars .venv/spark-jars/ivy/jars/io.delta_delta-spark_4.1_2.13-4.4.0.jar,... \\
+        --py-files lakejoin.zip \\
         spark_jobs/lakejoin/submit.py pipelines/marketplace.yaml display_products \\
         [--full-refresh | --repair-from=V|TIMESTAMP [--repair-to=V|TIMESTAMP]]
+
+`--jars` lists Delta's jar files as `python -m lakejoin.jars` resolved them once at install
+(`lakejoin.jars.jar_files()`): nothing is resolved when the batch starts, and no registry is
+needed. Where they were never resolved, `--packages` with Delta's coordinate does the same, with
+an Ivy resolution at every start.
 
 Airflow's SparkSubmitOperator runs it for a spec with `spark: {run: submit}`
 (`lakejoin.airflow_submit`). It prints the batch summary, then one line `lakejoin-batch {...}`
