@@ -11,7 +11,7 @@ export AIRFLOW__CORE__LOAD_EXAMPLES := False
 export AIRFLOW__CORE__DAGS_FOLDER := $(CURDIR)/dags
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install demo test test-fast lint clean bench bench-smoke
+.PHONY: install demo airflow-ui test test-fast lint clean bench bench-smoke
 
 install: $(VENV)/.delta-jars
 
@@ -30,6 +30,14 @@ $(VENV)/.delta-jars: $(VENV)/.installed
 
 demo: install
 	$(BIN)/python scripts/demo.py
+
+# The demo's DAG in Airflow's own UI (after `make demo`, or on its own): the api-server, the
+# scheduler and the dag-processor with LocalExecutor on ./.airflow's SQLite, at
+# http://localhost:8080. User admin; the password is printed, and kept in
+# .airflow/simple_auth_manager_passwords.json.generated. Ctrl-C stops it.
+airflow-ui: install
+	$(BIN)/airflow db migrate > /dev/null
+	PATH=$(CURDIR)/$(BIN):$$PATH AIRFLOW__CORE__PLUGINS_FOLDER=$(CURDIR)/plugins $(BIN)/airflow standalone
 
 test: install lint
 	$(BIN)/python -m pytest -p no:cacheprovider --durations=15 -n 2 --dist worksteal

@@ -64,7 +64,9 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def airflow_env(root: Path, port: int, *, pipelines: Path, user: str, password: str) -> dict[str, str]:
+def airflow_env(
+    root: Path, port: int, *, pipelines: Path, user: str, password: str, dags: Path = REPO / "dags"
+) -> dict[str, str]:
     passwords = root / "passwords.json"
     passwords.write_text(json.dumps({user: password}))
     url = f"http://127.0.0.1:{port}"
@@ -80,7 +82,7 @@ def airflow_env(root: Path, port: int, *, pipelines: Path, user: str, password: 
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC": "lakejoin_test_db.CONNECT_ARGS",
         "AIRFLOW_HOME": str(root / "home"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
         "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
         "AIRFLOW__CORE__PARALLELISM": "2",
@@ -101,11 +103,17 @@ def airflow_env(root: Path, port: int, *, pipelines: Path, user: str, password: 
 
 
 def start_airflow(
-    root: Path, *, pipelines: Path, user: str, password: str, startup_seconds: float = 300
+    root: Path,
+    *,
+    pipelines: Path,
+    user: str,
+    password: str,
+    startup_seconds: float = 300,
+    dags: Path = REPO / "dags",
 ) -> AirflowServer:
     """Migrate a fresh metadata DB, start the components, and wait until they report healthy."""
     port = free_port()
-    env = airflow_env(root, port, pipelines=pipelines, user=user, password=password)
+    env = airflow_env(root, port, pipelines=pipelines, user=user, password=password, dags=dags)
     migrate = subprocess.run([AIRFLOW, "db", "migrate"], env=env, capture_output=True, text=True)
     if migrate.returncode != 0:
         raise AirflowStartError(f"airflow db migrate failed:\n{migrate.stdout[-3000:]}{migrate.stderr}")

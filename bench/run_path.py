@@ -1,0 +1,342 @@
+"""`python -m bench.run_path`: what getting to a batch costs (issue 24), measured, never asserted.
+
+    python -m bench.run_path dag  [--dags FOLDER] [--label NAME]   # a DAG run after a small change
+    python -m bench.run_path demo                                  # `make demo` after install
+    python -m bench.run_path ci                                    # `.ci/run` on a fresh clone
+
+- `dag`: a real Airflow (api-server, scheduler with LocalExecutor, dag-processor, as
+  tests/airflow_server.py starts them) on the demo's marketplace. A first run loads every key;
+  then the demo's first change batch (three price updates) is committed and a second run is
+  triggered: its time, from the trigger to the run's end, as Airflow records it and as the
+  caller waits for it, is the figure. A third run with nothing new follows. After each run,
+  every view is compared with a from-scratch recompute at its pinned versions. `--dags` measures
+  another DAG file (e.g. an older commit's, for the figure before a change) with this lakejoin.
+- `demo`: `make demo` in this work tree, the install already done.
+- `ci`: `bash .ci/run` in a fresh clone of HEAD, with the seconds of `make test` and of the
+  benchmark smoke run that `.ci/run` prints.
+
+Each writes `<out>/bench/run_path.json` (the latest figures of each, by label) and
+`<out>/bench/run_path.md`, and replaces its own entries of `<out>/bench/targets.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+LIMITS = {"dag": 60.0, "demo": 300.0, "ci": 40 * 60.0, "test": 25 * 60.0}
+TARGETS = {
+    "dag": "a DAG run of the demo pipeline after a small change, idle machine, end to end, s",
+    "demo": "make demo after install, s",
+    "ci": ".ci/run on a fresh clone, s",
+    "test": "make test (within .ci/run on a fresh clone), s",
+}
+LAKE_SCRIPT = """
+import sys
+from lakejoin.demo import CHANGE_BATCHES, create_marketplace
+from lakejoin.session import spark_session
+spark = spark_session()
+if sys.argv[1] == "create":
+    create_marketplace(spark, sys.argv[2])
+else:
+    CHANGE_BATCHES[int(sys.argv[1])].apply(spark, sys.argv[2])
+"""
+GATE_SCRIPT = """
+import json, sys
+from lakejoin.engine.batch import batch_log, recompute_view
+from lakejoin.session import spark_session
+from lakejoin.spec import load_spec
+spark = spark_session()
+spec = load_spec(sys.argv[1])
+wrong = []
+for view in spec.view_order():
+    out = spark.read.format("delta").load(spec.views[view].path)
+    want = recompute_view(spark, spec, view).select(*out.columns)
+    if out.exceptAll(want).count() or want.exceptAll(out).count():
+        wrong.append(view)
+print(json.dumps(wrong))
+"""
+
+
+def _python(script: str, *args: str) -> str:
+    done = subprocess.run([PYTHON, "-c", script, *args], capture_output=True, text=True, cwd=REPO)
+    if done.returncode != 0:
+        raise SystemExit(f"{script.split(chr(10))[2]}... failed:\n{done.stderr[-3000:]}")
+    return done.stdout
+
+
+def measure_dag(dags: Path, label: str) -> dict[str, Any]:
+    sys.path.insert(0, str(REPO))
+    from tests.airflow_server import start_airflow, stop_airflow
+
+    root = Path(tempfile.mkdtemp(prefix="lakejoin-dag-bench-"))
+    pipelines = root / "pipelines"
+    pipelines.mkdir()
+    spec_file = pipelines / "marketplace.yaml"
+    # Without its schedule: the scheduler would start a run of its own when the DAG is unpaused.
+    text = (REPO / "pipelines" / "marketplace.yaml").read_text()
+    spec_file.write_text(re.sub(r"(?m)^schedule:.*\n", "", text))
+    lake = root / "lakehouse"
+    _python(LAKE_SCRIPT, "create", str(lake))
+    user, password = "admin", "bench-run-path"
+    server = start_airflow(root, pipelines=pipelines, user=user, password=password, dags=dags)
+    record: dict[str, Any] = {"label": label, "dags": str(dags), "runs": []}
+    try:
+        api = _Api(server.url, user, password)
+        dag_id = "lakejoin_marketplace"
+        api.wait_for_dag(dag_id)
+        api.call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
+        for name, change in (("first", None), ("small change", 0), ("nothing new", None)):
+            if change is not None:
+                _python(LAKE_SCRIPT, str(change), str(lake))
+            run = api.run(dag_id)
+            run["name"] = name
+            run["gate"] = json.loads(_python(GATE_SCRIPT, str(spec_file)))
+            print(
+                f"{label}: {name}: {run['state']} in {run['seconds']:.1f} s (wall {run['wall']:.1f} s), "
+                f"gate {run['gate'] or 'every view exact'}",
+                flush=True,
+            )
+            record["runs"].append(run)
+    finally:
+        stop_airflow(server)
+    shutil.rmtree(root, ignore_errors=True)
+    return record
+
+
+class _Api:
+    """Airflow's REST API with a token from the simple auth manager."""
+
+    def __init__(self, url: str, user: str, password: str) -> None:
+        self.url = url
+        answer = self._send("POST", "/auth/token", {"username": user, "password": password}, token=None)
+        self.token = answer["access_token"]
+
+    def _send(self, method: str, path: str, body: Any, token: str | None) -> Any:
+        import urllib.request
+
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.url + path, data=data, method=method)
+        request.add_header("Content-Type", "application/json")
+        if token:
+            request.add_header("Authorization", f"Bearer {token}")
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return json.load(answer)
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        return self._send(method, path, body, self.token)
+
+    def wait_for_dag(self, dag_id: str, seconds: float = 300) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            dags = self.call("GET", "/api/v2/dags?dag_id_pattern=" + dag_id)["dags"]
+            if dags:
+                return
+            time.sleep(1)
+        raise SystemExit(f"{dag_id} was not parsed within {seconds} s")
+
+    def run(self, dag_id: str, seconds: float = 1800) -> dict[str, Any]:
+        """Trigger a run, wait for its end; its state, Airflow's own duration, the caller's wall
+        time from the trigger, and each task's state and duration."""
+        from datetime import datetime
+
+        started = time.monotonic()
+        run = self.call("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": {}})
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{run['dag_run_id']}"
+        deadline = started + seconds
+        while time.monotonic() < deadline:
+            run = self.call("GET", path)
+            if run["state"] in ("success", "failed"):
+                break
+            time.sleep(0.5)
+        wall = time.monotonic() - started
+        tasks = self.call("GET", path + "/taskInstances")["task_instances"]
+
+        def seconds_of(item: dict[str, Any], start: str = "start_date") -> float:
+            if not item.get(start) or not item.get("end_date"):
+                return 0.0
+            begin = datetime.fromisoformat(item[start].replace("Z", "+00:00"))
+            return (datetime.fromisoformat(item["end_date"].replace("Z", "+00:00")) - begin).total_seconds()
+
+        return {
+            "state": run["state"],
+            "seconds": seconds_of(run, "queued_at" if run.get("queued_at") else "start_date"),
+            "wall": wall,
+            "tasks": {
+                t["task_id"]: {"state": t["state"], "seconds": t.get("duration") or 0.0} for t in tasks
+            },
+        }
+
+
+def _task(item: dict[str, Any]) -> dict[str, Any]:
+    return {"state": item["state"], "seconds": item.get("duration") or 0.0}
+
+
+def measure_demo() -> dict[str, Any]:
+    started = time.monotonic()
+    done = subprocess.run(["make", "demo"], cwd=REPO, capture_output=True, text=True)
+    seconds = time.monotonic() - started
+    if done.returncode != 0:
+        raise SystemExit(f"make demo failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+    return {"label": "demo", "seconds": seconds, "tail": done.stdout.strip().splitlines()[-3:]}
+
+
+def measure_ci() -> dict[str, Any]:
+    clone = Path(tempfile.mkdtemp(prefix="lakejoin-ci-bench-"))
+    subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=clone, capture_output=True, text=True
+    )
+    started = time.monotonic()
+    done = subprocess.run(["bash", ".ci/run"], cwd=clone, capture_output=True, text=True)
+    seconds = time.monotonic() - started
+    log = done.stdout + done.stderr
+    phases = {m.group(1): float(m.group(2)) for m in re.finditer(r"lakejoin-ci: (.+?) took (\d+) s", log)}
+    passed = re.findall(r"=+ (\d+ passed.*?) in ", log)
+    shutil.rmtree(clone, ignore_errors=True)
+    return {
+        "label": "ci",
+        "commit": commit.stdout.strip(),
+        "exit": done.returncode,
+        "seconds": seconds,
+        "phases": phases,
+        "tests": passed[-1] if passed else None,
+    }
+
+
+def _entries(figures: dict[str, Any], commit: str) -> list[dict[str, Any]]:
+    found = []
+    dag = figures.get("dag")
+    if dag:
+        small = next(r for r in dag["runs"] if r["name"] == "small change")
+        found.append(("dag", small["wall"], f"run_path dag ({dag['label']})"))
+    if "demo" in figures:
+        found.append(("demo", figures["demo"]["seconds"], "run_path demo"))
+    if "ci" in figures:
+        ci = figures["ci"]
+        found.append(("ci", ci["seconds"], f"run_path ci ({ci.get('commit')})"))
+        if "make test" in ci["phases"]:
+            found.append(("test", ci["phases"]["make test"], f"run_path ci ({ci.get('commit')})"))
+    return [
+        {
+            "target": TARGETS[key],
+            "measured": round(measured, 1),
+            "limit": LIMITS[key],
+            "met": measured <= LIMITS[key],
+            "batch": batch,
+            "commit": commit,
+        }
+        for key, measured, batch in found
+    ]
+
+
+def write(out: Path, kind: str, record: dict[str, Any], commit: str) -> None:
+    folder = out / "bench"
+    folder.mkdir(parents=True, exist_ok=True)
+    store = folder / "run_path.json"
+    figures = json.loads(store.read_text()) if store.exists() else {}
+    record["commit"] = record.get("commit") or commit
+    if kind == "dag" and Path(record["dags"]) != REPO / "dags":  # another design, for comparison
+        figures.setdefault("dag_compared", {})[record["label"]] = record
+    else:
+        figures[kind] = record
+    store.write_text(json.dumps(figures, indent=2) + "\n")
+    targets = folder / "targets.json"
+    mine = set(TARGETS.values())
+    kept = [e for e in json.loads(targets.read_text()) if e["target"] not in mine] if targets.exists() else []
+    entries = _entries(figures, commit)
+    targets.write_text(json.dumps(kept + entries, indent=2) + "\n")
+    (folder / "run_path.md").write_text(markdown(figures, entries))
+
+
+def markdown(figures: dict[str, Any], entries: list[dict[str, Any]]) -> str:
+    lines = [
+        "# The run path (issue 24)",
+        "",
+        "Written by `python -m bench.run_path` on this 2-core machine. Wall seconds; never assertions "
+        "in a test.",
+        "",
+        "## Targets",
+        "",
+        "| target | measured | limit | met | commit |",
+        "|---|---|---|---|---|",
+    ]
+    for e in entries:
+        lines.append(
+            f"| {e['target']} | {e['measured']} | {e['limit']} | {'yes' if e['met'] else '**no**'} "
+            f"| {e['commit']} |"
+        )
+    dags = [figures["dag"]] if "dag" in figures else []
+    dags += list(figures.get("dag_compared", {}).values())
+    if dags:
+        lines += [
+            "",
+            "## DAG runs of the demo pipeline (real scheduler, LocalExecutor, parallelism 2)",
+            "",
+            "| design | run | state | Airflow's run time, s | wall from trigger, s | tasks (s) | gate |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for dag in dags:
+            for run in dag["runs"]:
+                tasks = ", ".join(f"{k} {v['seconds']:.1f} ({v['state']})" for k, v in run["tasks"].items())
+                gate = "exact" if not run["gate"] else "**differs: " + ", ".join(run["gate"]) + "**"
+                lines.append(
+                    f"| {dag['label']} ({dag['commit']}) | {run['name']} | {run['state']} | "
+                    f"{run['seconds']:.1f} | {run['wall']:.1f} | {tasks} | {gate} |"
+                )
+    if "ci" in figures:
+        ci = figures["ci"]
+        phases = ", ".join(f"{k} {v:.0f} s" for k, v in ci["phases"].items())
+        lines += [
+            "",
+            "## .ci/run on a fresh clone",
+            "",
+            f"{ci['seconds'] / 60:.1f} min at {ci['commit']} (exit {ci['exit']}): {phases}; "
+            f"tests: {ci['tests']}",
+        ]
+    if "demo" in figures:
+        lines += [
+            "",
+            "## make demo",
+            "",
+            f"{figures['demo']['seconds']:.0f} s at {figures['demo']['commit']}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.run_path", description=__doc__.splitlines()[0])
+    parser.add_argument("kind", choices=("dag", "demo", "ci"))
+    parser.add_argument("--dags", type=Path, default=REPO / "dags", help="the DAG folder to measure (dag)")
+    parser.add_argument(
+        "--label", default="one Spark per DAG run", help="the design's name in the figures (dag)"
+    )
+    parser.add_argument("--out", type=Path, default=REPO / "docs")
+    args = parser.parse_args(argv)
+    from bench.measure import lakejoin_commit
+
+    commit = lakejoin_commit()
+    if args.kind == "dag":
+        record = measure_dag(args.dags.resolve(), args.label)
+        bad = [r for r in record["runs"] if r["gate"] or r["state"] != "success"]
+    elif args.kind == "demo":
+        record, bad = measure_demo(), []
+    else:
+        record = measure_ci()
+        bad = [record] if record["exit"] else []
+    write(args.out, args.kind, record, commit)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
