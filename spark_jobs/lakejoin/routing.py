@@ -89,13 +89,16 @@ def holding_on_driver(
 ) -> list[Any] | None:
     """`routed_on_driver` for a list of foreign keys (list_join): the `left_key` of the rows of
     the table at `path`, as of `version`, whose `list_column` holds any of the changed right
-    keys, read by DataFusion's unnest. File statistics cannot skip on list elements, so this
-    reads the two columns whole: 0.03-0.14 s at 2 M lists (docs/bench/state_choice.md). None as
-    `routed_on_driver`."""
+    keys. One DataFusion query unnests the two columns, streamed a record batch at a time, and
+    each batch is filtered against every changed key at once (Arrow's `is_in`). File statistics
+    cannot skip on list elements, so the two columns are read whole, once: 0.03-0.14 s at 2 M
+    lists (docs/bench/state_choice.md). None as `routed_on_driver`."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
     from deltalake import DeltaTable, QueryBuilder
 
     from lakejoin import lookups
-    from lakejoin.driver_merge import _literal, _q
+    from lakejoin.driver_merge import _q
 
     if not changed_right_keys:
         return []
@@ -103,15 +106,27 @@ def holding_on_driver(
     if not lookups.readable(table):
         return None
     reached: set[Any] = set()
-    distinct = sorted(set(changed_right_keys))
-    for start in range(0, len(distinct), lookups.CHUNK):  # see lookups.read_keys: one IN list per chunk
-        listed = ", ".join(_literal(v) for v in distinct[start : start + lookups.CHUNK])
-        sql = (
-            f"SELECT DISTINCT {_q(left_key)} FROM "
-            f"(SELECT {_q(left_key)}, unnest({_q(list_column)}) AS e FROM t) WHERE e IN ({listed})"
-        )
-        found = QueryBuilder().register("t", table).execute(sql).read_all()
-        reached.update(found.column(0).to_pylist())
+    wanted: pa.Array | None = None
+    sql = f"SELECT {_q(left_key)} AS k, unnest({_q(list_column)}) AS e FROM t"
+    # delta-rs answers with arro3 objects: read them as pyarrow's through the Arrow stream.
+    for batch in pa.RecordBatchReader.from_stream(QueryBuilder().register("t", table).execute(sql)):
+        elements, keys = _plain(batch.column("e")), _plain(batch.column("k"))
+        if wanted is None:  # the changed keys, typed as the elements
+            wanted = pa.array(sorted(set(changed_right_keys)), type=elements.type)
+        hit = pc.is_in(elements, value_set=wanted)
+        reached.update(pc.filter(keys, hit).to_pylist())
         if len(reached) > most:
             return None
     return sorted(reached)
+
+
+def _plain(column: Any) -> Any:
+    """DataFusion's string and binary views as Arrow's large types: pyarrow's `is_in` and
+    `filter` have no kernels for the view types."""
+    import pyarrow as pa
+
+    if pa.types.is_string_view(column.type):
+        return column.cast(pa.large_string())
+    if pa.types.is_binary_view(column.type):
+        return column.cast(pa.large_binary())
+    return column
