@@ -55,7 +55,7 @@ GATE_SCRIPT = """
 import json, sys
 from lakejoin.engine.batch import batch_log, recompute_view
 from lakejoin.session import spark_session
-from lakejoin.spec import load_spec
+from lakejoin.spec_parse import load_spec
 spark = spark_session()
 spec = load_spec(sys.argv[1])
 wrong = []
@@ -201,6 +201,9 @@ def measure_ci() -> dict[str, Any]:
     done = subprocess.run(["bash", ".ci/run"], cwd=clone, capture_output=True, text=True)
     seconds = time.monotonic() - started
     log = done.stdout + done.stderr
+    kept = Path(tempfile.gettempdir()) / f"{clone.name}.log"
+    kept.write_text(log)  # the whole output, for a run that failed
+    print(f".ci/run exit {done.returncode} in {seconds / 60:.1f} min; its output: {kept}", flush=True)
     phases = {m.group(1): float(m.group(2)) for m in re.finditer(r"lakejoin-ci: (.+?) took (\d+) s", log)}
     passed = re.findall(r"=+ (\d+ passed.*?) in ", log)
     shutil.rmtree(clone, ignore_errors=True)
@@ -214,19 +217,20 @@ def measure_ci() -> dict[str, Any]:
     }
 
 
-def _entries(figures: dict[str, Any], commit: str) -> list[dict[str, Any]]:
+def _entries(figures: dict[str, Any]) -> list[dict[str, Any]]:
+    """One targets.json entry per target measured, each with the commit its figure was taken at."""
     found = []
     dag = figures.get("dag")
     if dag:
         small = next(r for r in dag["runs"] if r["name"] == "small change")
-        found.append(("dag", small["wall"], f"run_path dag ({dag['label']})"))
+        found.append(("dag", small["wall"], f"run_path dag ({dag['label']})", dag["commit"]))
     if "demo" in figures:
-        found.append(("demo", figures["demo"]["seconds"], "run_path demo"))
+        found.append(("demo", figures["demo"]["seconds"], "run_path demo", figures["demo"]["commit"]))
     if "ci" in figures:
         ci = figures["ci"]
-        found.append(("ci", ci["seconds"], f"run_path ci ({ci.get('commit')})"))
+        found.append(("ci", ci["seconds"], "run_path ci", ci["commit"]))
         if "make test" in ci["phases"]:
-            found.append(("test", ci["phases"]["make test"], f"run_path ci ({ci.get('commit')})"))
+            found.append(("test", ci["phases"]["make test"], "run_path ci", ci["commit"]))
     return [
         {
             "target": TARGETS[key],
@@ -236,7 +240,7 @@ def _entries(figures: dict[str, Any], commit: str) -> list[dict[str, Any]]:
             "batch": batch,
             "commit": commit,
         }
-        for key, measured, batch in found
+        for key, measured, batch, commit in found
     ]
 
 
@@ -254,7 +258,7 @@ def write(out: Path, kind: str, record: dict[str, Any], commit: str) -> None:
     targets = folder / "targets.json"
     mine = set(TARGETS.values())
     kept = [e for e in json.loads(targets.read_text()) if e["target"] not in mine] if targets.exists() else []
-    entries = _entries(figures, commit)
+    entries = _entries(figures)
     targets.write_text(json.dumps(kept + entries, indent=2) + "\n")
     (folder / "run_path.md").write_text(markdown(figures, entries))
 

@@ -133,7 +133,7 @@ class Incremental(Variant):
                 run_view(spark, self.spec, view, checks=False)
         from lakejoin.engine.batch import view_logic
 
-        # lakejoin creates its tables unclustered (sink.ensure_keyed_table); this layout clusters
+        # lakejoin creates its tables unclustered (keyed_tables.ensure_keyed_table); this layout clusters
         # each output by its key, after which its batches take Spark's MERGE (driver_merge.py).
         keys = {
             str(Path(self.view_path(v)).resolve()): view_logic(self.spec, self.spec.views[v]).output_key
@@ -251,6 +251,6 @@ class Floor(Variant):
 
 def spec_for(name: str, storage: Path, sources: dict[str, str], threshold: float = 0.2) -> PipelineSpec:
     from bench.tables import spec_text
-    from lakejoin.spec import parse_spec
+    from lakejoin.spec_parse import parse_spec
 
     return parse_spec(spec_text(name, storage, sources, threshold), file=f"<bench {name}>")

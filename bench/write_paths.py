@@ -141,8 +141,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from bench.measure import fingerprint
     from lakejoin.engine.markers import operation_metrics
+    from lakejoin.keyed_tables import nullable
     from lakejoin.session import spark_session
-    from lakejoin.sink import nullable
     from lakejoin.sources import latest_version
 
     parser = argparse.ArgumentParser(prog="python -m bench.write_paths", description=__doc__.split("\n")[0])

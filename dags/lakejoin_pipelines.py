@@ -35,10 +35,12 @@ import os
 from pathlib import Path
 
 import pendulum
-from airflow.sdk import Asset, Param, dag, task
+from airflow.sdk import DAG, Asset, Param, dag, task
 from airflow.sdk.exceptions import AirflowTimetableInvalid
 
-from lakejoin.spec import PipelineSpec, find_specs, load_spec
+from lakejoin.errors import LakejoinError
+from lakejoin.spec import PipelineSpec, find_specs
+from lakejoin.spec_parse import load_spec
 
 PIPELINES = Path(
     os.environ.get("LAKEJOIN_PIPELINES_DIR", Path(__file__).resolve().parent.parent / "pipelines")
@@ -120,6 +122,27 @@ def pipeline_dag(spec_file: Path, spec: PipelineSpec):  # noqa: ANN201 - an Airf
     return built
 
 
+class BrokenSpecsError(Exception):
+    """The specs of this folder that could not become a DAG, each with lakejoin's message."""
+
+
+class _BrokenSpecs(DAG):
+    """Stands in for the specs that failed. Airflow validates each DAG of a file before it adds
+    it, and records a failed validation as an import error of the file after adding the file's
+    other DAGs: a broken spec drops only its own DAG, and the import error names it."""
+
+    def validate(self) -> None:
+        raise BrokenSpecsError("\n".join(_BROKEN))
+
+
+_BROKEN: list[str] = []
 for _spec_file in find_specs(PIPELINES):
-    _spec = load_spec(_spec_file)
-    globals()[f"lakejoin_{_spec.name}"] = pipeline_dag(_spec_file, _spec)
+    try:
+        _spec = load_spec(_spec_file)
+        globals()[f"lakejoin_{_spec.name}"] = pipeline_dag(_spec_file, _spec)
+    except LakejoinError as error:
+        _BROKEN.append(str(error))
+    except Exception as error:  # noqa: BLE001 - any other failure is still this spec's alone
+        _BROKEN.append(f"{_spec_file}: {type(error).__name__}: {error}")
+if _BROKEN:
+    lakejoin_broken_specs = _BrokenSpecs(dag_id="lakejoin_broken_specs", schedule=None)

@@ -30,7 +30,8 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 
 from lakejoin.errors import LakejoinError
 from lakejoin.report_pages import document, link, table
-from lakejoin.spec import PipelineSpec, find_specs, load_spec
+from lakejoin.spec import PipelineSpec, find_specs
+from lakejoin.spec_parse import load_spec
 
 URL_PREFIX = "/lakejoin"
 DAG_PREFIX = "lakejoin_"

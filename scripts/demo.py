@@ -127,7 +127,7 @@ def main() -> None:
     os.environ["GX_ANALYTICS_ENABLED"] = "False"
     from lakejoin.demo import CHANGE_BATCHES, create_marketplace
     from lakejoin.session import spark_session
-    from lakejoin.spec import load_spec
+    from lakejoin.spec_parse import load_spec
 
     started = time.monotonic()
     step(f"1. a small marketplace in {LAKEHOUSE.relative_to(ROOT)}")

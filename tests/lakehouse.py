@@ -11,7 +11,8 @@ from typing import Any
 from lakejoin.engine.batch import BatchSummary, batch_log, run_view
 from lakejoin.engine.markers import FAILPOINT
 from lakejoin.engine.records import BatchStatus
-from lakejoin.spec import JoinHow, PipelineSpec, load_spec
+from lakejoin.spec import JoinHow, PipelineSpec
+from lakejoin.spec_parse import load_spec
 
 PRODUCTS = "product_id STRING, name STRING, price DOUBLE, merchant_id STRING"
 MERCHANTS = "merchant_id STRING, display_name STRING, photo_url STRING"

@@ -18,7 +18,8 @@ from lakejoin.errors import (
     SourceError,
     SpecError,
 )
-from lakejoin.spec import SparkRun, load_spec, parse_spec
+from lakejoin.spec import SparkRun
+from lakejoin.spec_parse import load_spec, parse_spec
 from tests.lakehouse import MERCHANTS, PRODUCTS, Lakehouse
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -21,8 +21,7 @@ import pytest
 
 from lakejoin.engine.batch import batch_log
 from lakejoin.engine.records import BatchMode
-from lakejoin.jars import LOG4J, jar_files
-from lakejoin.session import delta_package
+from lakejoin.jars import LOG4J, delta_package, jar_files
 from lakejoin.spec import PipelineSpec
 from tests.lakehouse import MERCHANTS, PRODUCTS, Lakehouse
 

@@ -71,7 +71,7 @@ def airflow_home(tmp_path_factory):
 def own_pipeline(airflow_home, spark, request):
     """A pipeline of this test's own (spec, lake and DAG), so no other test's changes reach it."""
     from lakejoin.demo import create_marketplace
-    from lakejoin.spec import load_spec
+    from lakejoin.spec_parse import load_spec
 
     name = request.node.name.removeprefix("test_")[:24].rstrip("_")
     root = airflow_home / name
@@ -141,18 +141,27 @@ def test_a_view_reading_a_view_runs_after_it(airflow_home):
 
 
 def import_errors_of(airflow_home, name: str, text: str) -> str:
-    """The DagBag's import errors while the spec `name`.yaml holds `text`."""
+    """The DagBag's import errors while the spec `name`.yaml holds `text`; the DAG of the good
+    spec beside it still loads."""
     broken = airflow_home / "pipelines" / f"{name}.yaml"
     broken.write_text(text)
     try:
-        return "\n".join(dag_bag().import_errors.values())
+        bag = dag_bag()
     finally:
         broken.unlink()
+    assert "lakejoin_market" in bag.dags, "a broken spec must drop only its own DAG"
+    assert f"lakejoin_{name}" not in bag.dags
+    return "\n".join(bag.import_errors.values())
 
 
 def test_a_broken_spec_is_an_import_error_naming_the_line(airflow_home):
+    """The import error names the file, the line and the key; the other pipelines' DAGs load."""
     message = import_errors_of(
-        airflow_home, "broken", marketplace_spec(airflow_home).replace("how: inner", "how: outer")
+        airflow_home,
+        "broken",
+        marketplace_spec(airflow_home)
+        .replace("pipeline: market", "pipeline: broken")
+        .replace("how: inner", "how: outer"),
     )
     assert "broken.yaml:12" in message and "unknown join type 'outer'" in message
 
@@ -202,7 +211,7 @@ def test_dag_runs_maintain_the_views(airflow_home, spark):
 
     from lakejoin.demo import CHANGE_BATCHES, create_marketplace
     from lakejoin.engine.batch import batch_log
-    from lakejoin.spec import load_spec
+    from lakejoin.spec_parse import load_spec
 
     spec = load_spec(airflow_home / "pipelines" / "market.yaml")
     create_marketplace(spark, str(airflow_home / "lake"))
@@ -249,7 +258,7 @@ def test_a_failing_batch_fails_its_task(airflow_home, spark):
     from airflow.utils.state import DagRunState, TaskInstanceState
 
     from lakejoin.engine.batch import batch_log
-    from lakejoin.spec import load_spec
+    from lakejoin.spec_parse import load_spec
 
     spec = load_spec(airflow_home / "pipelines" / "market.yaml")
     before = batch_log(spec).last_committed("listed_products")

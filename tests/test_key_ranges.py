@@ -12,7 +12,8 @@ import pytest
 
 from lakejoin import key_ranges
 from lakejoin.key_ranges import KeyRange
-from lakejoin.sink import KEEP, ensure_keyed_table, merge_by_key
+from lakejoin.keyed_tables import ensure_keyed_table
+from lakejoin.sink import KEEP, merge_by_key
 
 pytestmark = pytest.mark.delta
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.errors import LakejoinError, SpecError
-from lakejoin.spec import PipelineSpec, load_spec
+from lakejoin.spec import PipelineSpec
+from lakejoin.spec_parse import load_spec
 
 if TYPE_CHECKING:
     from lakejoin.engine.batch import run_view

@@ -30,8 +30,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakejoin.jars import LOG4J, jar_files
-from lakejoin.session import DELTA_CONFIG, delta_package
+from lakejoin.jars import LOG4J, delta_package, jar_files
+from lakejoin.session import DELTA_CONFIG
 from lakejoin.spec import PipelineSpec
 
 if TYPE_CHECKING:

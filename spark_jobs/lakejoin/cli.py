@@ -27,7 +27,8 @@ from rich.table import Table
 
 from lakejoin.engine.records import BatchMode
 from lakejoin.errors import LakejoinError
-from lakejoin.spec import PipelineSpec, load_spec
+from lakejoin.spec import PipelineSpec
+from lakejoin.spec_parse import load_spec
 
 if TYPE_CHECKING:
     from lakejoin.repair import RepairRange

@@ -110,7 +110,7 @@ def writable(path: str, source: DataFrame, *, most_rows: int | None = None) -> b
     if not set(protocol.writer_features or []) <= WRITABLE or protocol.min_writer_version > 7:
         return False
     # delta-rs 1.6's MERGE fails its NOT NULL check on the rows it deletes ("Invalid data found"):
-    # tables lakejoin creates are nullable throughout (sink.ensure_keyed_table); older ones are not.
+    # tables lakejoin creates are nullable throughout (keyed_tables.ensure_keyed_table); older ones are not.
     if not all_nullable(table.schema().to_arrow()):
         return False
     if most_rows is None:

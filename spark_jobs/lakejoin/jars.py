@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from importlib import metadata
 from pathlib import Path
 
 # Where the resolved jars live: beside the interpreter's environment, or where LAKEJOIN_JARS says.
@@ -30,11 +31,16 @@ def jar_files(folder: Path = FOLDER) -> list[str]:
     return sorted(str(p) for p in (folder / "ivy" / "jars").glob("*.jar"))
 
 
+def delta_package() -> str:
+    """The Maven coordinate of Delta's jars for the installed delta-spark and pyspark, the one
+    `configure_spark_with_delta_pip` adds, for `spark-submit --packages`."""
+    spark = ".".join(metadata.version("pyspark").split(".")[:2])
+    return f"io.delta:delta-spark_{spark}_2.13:{metadata.version('delta-spark')}"
+
+
 def resolve(folder: Path = FOLDER) -> list[str]:
     """Resolve Delta's jars once with Spark's own resolver into `folder` (emptied first, so it
     holds this resolution alone); return the jar files."""
-    from lakejoin.session import delta_package
-
     ivy = folder / "ivy"
     shutil.rmtree(ivy, ignore_errors=True)
     ivy.mkdir(parents=True)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.errors import QualityCheckError
+from lakejoin.reports import reports_root, write_batch_pages
 from lakejoin.spec import PipelineSpec, View
 
 if TYPE_CHECKING:
@@ -203,10 +204,6 @@ def _brief(values: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in keep.items())[:300]
 
 
-def reports_root(spec: PipelineSpec) -> Path:
-    return Path(spec.state_path) / "reports"
-
-
 def reports_folder(spec: PipelineSpec, view: View) -> Path:
     return reports_root(spec) / view.name
 
@@ -243,10 +240,8 @@ def write_report(
 
 def _write_pages(spec: PipelineSpec, view: View, report: Path) -> str | None:
     """The batch's report page, its view's and pipeline's index; never the reason a batch fails."""
-    from lakejoin import reports
-
     try:
-        return str(reports.write_batch_pages(spec, view.name, report))
+        return str(write_batch_pages(spec, view.name, report))
     except Exception:  # a page that cannot be drawn must not stop the data: log it loudly instead
         log.exception("lakejoin: could not write the report pages of %s", report)
         return None

@@ -28,7 +28,6 @@ from typing import Any
 from lakejoin import report_pages
 from lakejoin.engine.log import BatchLog
 from lakejoin.engine.records import BatchRecord, BatchStatus
-from lakejoin.quality import reports_root
 from lakejoin.report_plots import BatchPoint, batch_point, write_trends
 from lakejoin.spec import PipelineSpec
 
@@ -39,6 +38,11 @@ LISTED_BATCHES = 50
 TRENDS = "trends.svg"
 
 Histories = dict[str, list[BatchRecord]]
+
+
+def reports_root(spec: PipelineSpec) -> Path:
+    """The pipeline's reports folder: the JSON reports, their pages, GE's Data Docs."""
+    return Path(spec.state_path) / "reports"
 
 
 def write_batch_pages(spec: PipelineSpec, view: str, report: Path) -> Path:

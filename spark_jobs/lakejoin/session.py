@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import sys
-from importlib import metadata
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -101,13 +100,6 @@ def _submitted_session(extra: dict[str, str] | None) -> SparkSession:
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
-
-
-def delta_package() -> str:
-    """The Maven coordinate of Delta's jars for the installed delta-spark and pyspark, the one
-    `configure_spark_with_delta_pip` adds, for `spark-submit --packages`."""
-    spark = ".".join(metadata.version("pyspark").split(".")[:2])
-    return f"io.delta:delta-spark_{spark}_2.13:{metadata.version('delta-spark')}"
 
 
 if __name__ == "__main__":

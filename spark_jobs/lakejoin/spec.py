@@ -1,8 +1,10 @@
 """Pipeline specs: YAML in, a typed model out, every mistake reported with file and line.
 
-This module is the model; `spec_parse` builds it from YAML read by `spec_yaml`. All three stay
-importable without Spark: Airflow's DAG files parse specs at parse time.
+This module is the model; `spec_parse` builds it (`load_spec`, `parse_spec`) from YAML read by
+`spec_yaml`. The model imports neither: the parser depends on the model, never the reverse. All
+three stay importable without Spark: Airflow's DAG files parse specs at parse time.
 
+>>> from lakejoin.spec_parse import load_spec               # doctest: +SKIP
 >>> spec = load_spec("pipelines/marketplace.yaml")          # doctest: +SKIP
 >>> spec.views["display_products"].fk_join.how               # doctest: +SKIP
 <JoinHow.LEFT: 'left'>
@@ -61,7 +63,7 @@ class Source:
 
 
 # fk_join, list_join and enrich (propagate): above this share of the left rows (the facts) that
-# a batch's right-side changes reach, the batch recomputes the whole view (views/base.fans_out).
+# a batch's right-side changes reach, the batch recomputes the whole view (views/fanout.fans_out).
 FANOUT_THRESHOLD = 0.2
 
 
@@ -204,29 +206,6 @@ class PipelineSpec:
     def upstream_views(self, view: str) -> list[str]:
         """The views that `view` reads as sources."""
         return [n for n in self.views[view].inputs if self.sources[n].upstream is not None]
-
-
-def parse_spec(text: str, file: str = "<spec>") -> PipelineSpec:
-    """Build a PipelineSpec from YAML text; relative paths resolve against the spec's folder."""
-    from lakejoin.spec_parse import parse
-
-    return parse(text, file)
-
-
-def load_spec(path: str | Path) -> PipelineSpec:
-    """Load and validate the pipeline spec at `path`."""
-    file = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError(
-            f"cannot read the spec: {exc.strerror}",
-            file=file,
-            line=None,
-            key="<file>",
-            fix="check the path to the YAML spec",
-        ) from None
-    return parse_spec(text, file)
 
 
 def find_specs(folder: str | Path) -> list[Path]:

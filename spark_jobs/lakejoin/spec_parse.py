@@ -1,25 +1,19 @@
 """Builds the typed spec model (`lakejoin.spec`) from YAML: sources, views of each kind, the views'
-dependency order and the sources that views become for the views that read them."""
+dependency order and the sources that views become for the views that read them.
+
+>>> spec = load_spec("pipelines/marketplace.yaml")          # doctest: +SKIP
+>>> spec.views["display_products"].fk_join.how               # doctest: +SKIP
+<JoinHow.LEFT: 'left'>
+"""
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lakejoin.errors import SpecError
 from lakejoin.spec import (
-    FANOUT_THRESHOLD,
-    Definition,
-    Dimension,
-    Duplicates,
     Enrich,
-    EnrichMode,
-    FkJoin,
-    JoinHow,
-    ListJoin,
-    OnConflict,
     PipelineSpec,
     Rekey,
     Source,
@@ -28,7 +22,8 @@ from lakejoin.spec import (
     View,
     ViewKind,
 )
-from lakejoin.spec_yaml import SpecReader, compose_with_lines, describe
+from lakejoin.spec_kinds import PARSERS, Known
+from lakejoin.spec_yaml import SpecReader, compose_with_lines
 
 
 def _resolve(base: Path, path: str) -> str:
@@ -51,187 +46,6 @@ def _sources(reader: SpecReader, raw: Any, base: Path) -> dict[str, Source]:
         assert path is not None and column is not None
         sources[name] = Source(name, _resolve(base, path), column, reader.lines.get(key))
     return sources
-
-
-@dataclass(frozen=True)
-class _Known:
-    """The names a view may read: declared sources, and the other views."""
-
-    sources: set[str]
-    views: set[str]
-
-    def choices(self, reader: SpecReader, key: str) -> str:
-        names = ", ".join(sorted(self.sources))
-        me = key.split(".")[1] if key.startswith("views.") else ""
-        views = sorted(self.views - {me})
-        return f"use one of: {names}" + (f", or one of the views: {', '.join(views)}" if views else "")
-
-
-def _source_name(reader: SpecReader, raw: dict[str, Any], key: str, role: str, known: _Known) -> str:
-    name = reader.identifier(raw, key, role)
-    assert name is not None
-    if name not in known.sources and name not in known.views:
-        raise reader.fail(
-            f"{key}.{role}",
-            f"unknown source '{name}'",
-            f"declare it under 'sources:' or {known.choices(reader, key)}",
-        )
-    return name
-
-
-def _choice(
-    reader: SpecReader, raw: dict[str, Any], key: str, name: str, kind: type[enum.Enum], default: str
-) -> Any:
-    text = reader.text(raw, key, name, required=False) or default
-    try:
-        return kind(text)
-    except ValueError:
-        raise reader.fail(
-            f"{key}.{name}", f"unknown {name} '{text}'", f"use one of: {', '.join(k.value for k in kind)}"
-        ) from None
-
-
-def _columns(reader: SpecReader, raw: dict[str, Any], key: str, name: str) -> tuple[str, ...] | None:
-    columns_raw = raw.get(name)
-    if columns_raw is None:
-        return None
-    if not isinstance(columns_raw, list) or not columns_raw:
-        raise reader.fail(f"{key}.{name}", f"{name} must be a non-empty list of column names")
-    for i, column in enumerate(columns_raw):
-        if not isinstance(column, str):
-            raise reader.fail(f"{key}.{name}[{i}]", f"expected a column name, found {describe(column)}")
-        reader.check_identifier(column, f"{key}.{name}[{i}]")
-    return tuple(columns_raw)
-
-
-def _fk_join(reader: SpecReader, raw: Any, key: str, known: _Known) -> FkJoin:
-    raw = reader.mapping(raw, key)
-    reader.only(raw, key, {"left", "right", "fk", "how", "right_columns", "right_prefix", "fanout_threshold"})
-    left = _source_name(reader, raw, key, "left", known)
-    right = _source_name(reader, raw, key, "right", known)
-    fk = reader.identifier(raw, key, "fk")
-    assert fk
-    how = _how(reader, raw, key, default=JoinHow.INNER)
-    columns = _columns(reader, raw, key, "right_columns")
-    prefix = reader.text(raw, key, "right_prefix", required=False) or ""
-    if prefix:
-        reader.check_identifier(prefix, f"{key}.right_prefix")
-    threshold = _number(reader, raw, key, "fanout_threshold", FANOUT_THRESHOLD, most=1.0)
-    return FkJoin(left, right, fk, how, columns, prefix, threshold)
-
-
-def _how(reader: SpecReader, raw: dict[str, Any], key: str, *, default: JoinHow) -> JoinHow:
-    how_text = reader.text(raw, key, "how", required=False) or default.value
-    try:
-        return JoinHow(how_text)
-    except ValueError:
-        raise reader.fail(
-            f"{key}.how",
-            f"unknown join type '{how_text}'",
-            f"use one of: {', '.join(h.value for h in JoinHow)}",
-        ) from None
-
-
-def _number(
-    reader: SpecReader, raw: dict[str, Any], key: str, name: str, default: float, *, most: float
-) -> float:
-    value = raw.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= most:
-        raise reader.fail(
-            f"{key}.{name}",
-            f"'{name}' must be a number from 0 to {most:g}, found {value!r}",
-            f"set it within that range (the default is {default:g}) or remove it",
-        )
-    return float(value)
-
-
-def _enrich(reader: SpecReader, raw: Any, key: str, known: _Known) -> Enrich:
-    raw = reader.mapping(raw, key)
-    reader.only(raw, key, {"fact", "mode", "dimensions", "fanout_threshold", "broadcast_limit_mb"})
-    fact = _source_name(reader, raw, key, "fact", known)
-    mode = _choice(reader, raw, key, "mode", EnrichMode, EnrichMode.LOOKUP.value)
-    listed = raw.get("dimensions")
-    if not isinstance(listed, list) or not listed:
-        raise reader.fail(
-            f"{key}.dimensions",
-            "'dimensions' must be a non-empty list",
-            "list the dimension tables, e.g. [{table: customers, fk: customer_id, prefix: customer_}]",
-        )
-    dimensions: list[Dimension] = []
-    for i, body in enumerate(listed):
-        at = f"{key}.dimensions[{i}]"
-        body = reader.mapping(body, at)
-        reader.only(body, at, {"table", "fk", "how", "prefix", "columns"})
-        table = _source_name(reader, body, at, "table", known)
-        fk = reader.identifier(body, at, "fk")
-        assert fk
-        if table == fact:
-            raise reader.fail(f"{at}.table", f"'{table}' is the fact table", "enrich from another table")
-        prefix = reader.text(body, at, "prefix", required=False) or ""
-        if prefix:
-            reader.check_identifier(prefix, f"{at}.prefix")
-        dimension = Dimension(
-            table,
-            fk,
-            _how(reader, body, at, default=JoinHow.LEFT),
-            prefix,
-            _columns(reader, body, at, "columns"),
-        )
-        if any(d.id == dimension.id for d in dimensions):
-            raise reader.fail(at, f"dimension '{table}' on fk '{fk}' is listed twice", "list it once")
-        dimensions.append(dimension)
-    threshold = _number(reader, raw, key, "fanout_threshold", FANOUT_THRESHOLD, most=1.0)
-    if "fanout_threshold" in raw and mode is not EnrichMode.PROPAGATE:
-        raise reader.fail(
-            f"{key}.fanout_threshold",
-            "fanout_threshold applies only to 'mode: propagate' (lookup never rewrites facts)",
-            "remove it, or set 'mode: propagate'",
-        )
-    limit = _number(reader, raw, key, "broadcast_limit_mb", 64.0, most=8192.0)
-    return Enrich(fact, mode, tuple(dimensions), threshold, limit)
-
-
-def _list_join(reader: SpecReader, raw: Any, key: str, known: _Known) -> ListJoin:
-    raw = reader.mapping(raw, key)
-    allowed = {"left", "list", "right", "into", "duplicates", "right_columns", "fanout_threshold"}
-    reader.only(raw, key, allowed)
-    left = _source_name(reader, raw, key, "left", known)
-    right = _source_name(reader, raw, key, "right", known)
-    column = reader.identifier(raw, key, "list")
-    into = reader.identifier(raw, key, "into")
-    assert column and into
-    duplicates = _choice(reader, raw, key, "duplicates", Duplicates, Duplicates.KEEP.value)
-    columns = _columns(reader, raw, key, "right_columns")
-    threshold = _number(reader, raw, key, "fanout_threshold", FANOUT_THRESHOLD, most=1.0)
-    return ListJoin(left, column, right, into, duplicates, columns, threshold)
-
-
-def _rekey(reader: SpecReader, raw: Any, key: str, known: _Known) -> Rekey:
-    raw = reader.mapping(raw, key)
-    reader.only(raw, key, {"source", "key", "columns", "unique", "on_conflict"})
-    source = _source_name(reader, raw, key, "source", known)
-    column = reader.identifier(raw, key, "key")
-    assert column
-    unique = raw.get("unique", True)
-    if not isinstance(unique, bool):
-        raise reader.fail(f"{key}.unique", f"'unique' must be true or false, found {describe(unique)}")
-    if not unique and "on_conflict" in raw:
-        raise reader.fail(
-            f"{key}.on_conflict",
-            "on_conflict applies only to a unique rekey: with 'unique: false' every "
-            "(derived key, master key) pair is its own row, so nothing can conflict",
-            "remove on_conflict, or set 'unique: true'",
-        )
-    on_conflict = _choice(reader, raw, key, "on_conflict", OnConflict, OnConflict.FAIL.value)
-    return Rekey(source, column, _columns(reader, raw, key, "columns"), unique, on_conflict)
-
-
-_PARSERS: dict[ViewKind, Callable[[SpecReader, Any, str, _Known], Definition]] = {
-    ViewKind.FK_JOIN: _fk_join,
-    ViewKind.LIST_JOIN: _list_join,
-    ViewKind.REKEY: _rekey,
-    ViewKind.ENRICH: _enrich,
-}
 
 
 def _spark(reader: SpecReader, raw: Any) -> SparkSettings:
@@ -275,7 +89,7 @@ def _views(
     if not raw:
         raise reader.fail("views", "no views are declared", "declare at least one view")
     views: dict[str, View] = {}
-    known = _Known(set(sources), set(raw))
+    known = Known(set(sources), set(raw))
     for name, body in raw.items():
         key = f"views.{name}"
         reader.check_identifier(name, key)
@@ -294,7 +108,7 @@ def _views(
             raise reader.fail(
                 f"{key}.{kinds[0]}", f"unknown view kind '{kinds[0]}'", f"use one of: {supported}"
             ) from None
-        definition = _PARSERS[kind](reader, body[kind.value], f"{key}.{kind.value}", known)
+        definition = PARSERS[kind](reader, body[kind.value], f"{key}.{kind.value}", known)
         explicit = reader.text(body, key, "path", required=False)
         path = _resolve(base, explicit) if explicit else str(Path(storage) / "views" / name)
         lines = {k[len(key) + 1 :]: v for k, v in reader.lines.items() if k.startswith(key + ".")}
@@ -302,7 +116,23 @@ def _views(
     return views
 
 
-def parse(text: str, file: str) -> PipelineSpec:
+def load_spec(path: str | Path) -> PipelineSpec:
+    """Load and validate the pipeline spec at `path`."""
+    file = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(
+            f"cannot read the spec: {exc.strerror}",
+            file=file,
+            line=None,
+            key="<file>",
+            fix="check the path to the YAML spec",
+        ) from None
+    return parse_spec(text, file)
+
+
+def parse_spec(text: str, file: str = "<spec>") -> PipelineSpec:
     """Build a PipelineSpec from YAML text; relative paths resolve against the spec's folder."""
     raw, lines = compose_with_lines(text, file)
     reader = SpecReader(file, lines)

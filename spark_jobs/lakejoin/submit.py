@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakejoin.errors import LakejoinError
 from lakejoin.session import SUBMITTED, spark_session
-from lakejoin.spec import load_spec
+from lakejoin.spec_parse import load_spec
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -26,7 +26,8 @@ from lakejoin.engine.write import state_path, write_output, write_state
 from lakejoin.errors import KeyConflictError, QualityCheckError, RepairError
 from lakejoin.key_ranges import materialised
 from lakejoin.spec import PipelineSpec, View, ViewKind
-from lakejoin.views.base import BatchContext, ViewKindLogic
+from lakejoin.views.base import ViewKindLogic
+from lakejoin.views.context import BatchContext
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

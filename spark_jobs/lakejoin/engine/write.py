@@ -9,22 +9,17 @@ from typing import TYPE_CHECKING
 
 from lakejoin.engine.markers import FINAL, PRE, OutputCommit, app_id, idempotent
 from lakejoin.errors import ConcurrentBatchError
-from lakejoin.sink import (
-    MergeCounts,
-    drift_error,
-    ensure_output,
-    merge_affected,
-    merge_full,
-    replace_output,
-    schema_drift,
-)
+from lakejoin.keyed_tables import drift_error, ensure_output, schema_drift
+from lakejoin.merge_terms import MergeCounts
+from lakejoin.sink import merge_affected, merge_full, replace_output
 from lakejoin.spec import PipelineSpec, View
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from lakejoin.engine.plan import BatchPlan
-    from lakejoin.views.base import BatchContext, Rebuilt, ViewKindLogic
+    from lakejoin.views.base import Rebuilt, ViewKindLogic
+    from lakejoin.views.context import BatchContext
 
 
 def state_path(spec: PipelineSpec, view: View) -> str:

@@ -36,7 +36,9 @@ from typing import TYPE_CHECKING, Any
 from lakejoin import quality, routing
 from lakejoin.key_ranges import materialised
 from lakejoin.spec import Dimension, EnrichMode, JoinHow, PipelineSpec, Source, View
-from lakejoin.views.base import BatchContext, Rebuilt, Validation, ViewKindLogic, fans_out
+from lakejoin.views.base import Rebuilt, Validation, ViewKindLogic
+from lakejoin.views.context import BatchContext
+from lakejoin.views.fanout import fans_out
 from lakejoin.views.fk_join import referenced_right_rows
 
 if TYPE_CHECKING:

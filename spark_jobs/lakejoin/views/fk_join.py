@@ -14,13 +14,9 @@ from typing import TYPE_CHECKING, Any
 from lakejoin import quality, routing
 from lakejoin.key_ranges import Keys, materialised
 from lakejoin.spec import FkJoin, JoinHow, PipelineSpec, View
-from lakejoin.views.base import (
-    BatchContext,
-    Rebuilt,
-    Validation,
-    ViewKindLogic,
-    fans_out,
-)
+from lakejoin.views.base import Rebuilt, Validation, ViewKindLogic
+from lakejoin.views.context import BatchContext
+from lakejoin.views.fanout import fans_out
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

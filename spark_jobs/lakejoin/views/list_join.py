@@ -30,7 +30,9 @@ from lakejoin import routing
 from lakejoin.changes import CHANGE, ChangeKind
 from lakejoin.key_ranges import materialised
 from lakejoin.spec import Duplicates, ListJoin, PipelineSpec, View
-from lakejoin.views.base import BatchContext, Rebuilt, Validation, ViewKindLogic, fans_out
+from lakejoin.views.base import Rebuilt, Validation, ViewKindLogic
+from lakejoin.views.context import BatchContext
+from lakejoin.views.fanout import fans_out
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

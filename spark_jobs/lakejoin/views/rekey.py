@@ -29,7 +29,8 @@ from lakejoin.changes import CHANGE, VERSION, ChangeKind, net_changes, read_chan
 from lakejoin.errors import KeyConflictError
 from lakejoin.sink import KEEP
 from lakejoin.spec import OnConflict, PipelineSpec, View
-from lakejoin.views.base import STATE, BatchContext, Rebuilt, Validation, ViewKindLogic
+from lakejoin.views.base import Rebuilt, Validation, ViewKindLogic
+from lakejoin.views.context import STATE, BatchContext
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -257,7 +258,7 @@ def shown_conflicts(clashes: list, v: str, k: str, *, limit: int) -> str:  # noq
 
 
 def ensure_index(spark: SparkSession, path: str, rows: DataFrame) -> None:
-    from lakejoin.sink import ensure_keyed_table
+    from lakejoin.keyed_tables import ensure_keyed_table
 
     schema = rows.schema
     ensure_keyed_table(spark, path, schema)

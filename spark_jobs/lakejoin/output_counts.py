@@ -1,0 +1,39 @@
+"""What an output write reports once its batch commit is in: the counts of the rows it wrote,
+with the rows the batch commit appended and its version, or the news that another run
+committed this batch first (engine/markers.py: the batch commit is the output's own).
+
+Every way of writing an output ends here (sink.py's, the split write's, split_write.py), so
+that a batch commit Delta skipped is found and told the same way whichever path wrote it.
+"""
+
+from __future__ import annotations
+
+from lakejoin.engine.markers import OutputCommit, operation_metrics
+from lakejoin.errors import ConcurrentBatchError
+from lakejoin.merge_terms import MergeCounts
+
+
+def final_counts(
+    path: str, commit: OutputCommit, counts: MergeCounts, *, add_appended: bool = True
+) -> MergeCounts:
+    """`counts` with the rows the batch commit appended (Delta's operationMetrics, unless
+    `add_appended` is false: `counts` holds them already) and its version; a batch commit Delta
+    skipped means another run committed this batch first."""
+    found = commit.committed(path)
+    if found is None:
+        raise ConcurrentBatchError(
+            f"another run committed batch {commit.final.batch_id} first; this run wrote nothing more",
+            where=f"output {path}",
+            fix="nothing to do: the batch is committed once; run again for newer changes",
+        )
+    version, info = found
+    appended = operation_metrics(info).get("numOutputRows", 0) if info.get("operation") == "WRITE" else 0
+    if not add_appended:
+        appended = 0
+    return MergeCounts(
+        inserted=counts.inserted + appended,
+        updated=counts.updated,
+        deleted=counts.deleted,
+        applied=True,
+        version=version,
+    )

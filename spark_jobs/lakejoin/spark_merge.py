@@ -1,0 +1,81 @@
+"""One Spark MERGE into a keyed table: delete the keys whose `KEEP` is false, update the rows
+whose values differ, insert new ones if asked, and leave unchanged rows untouched (no spurious
+change rows).
+
+Every write path that takes Spark's MERGE (sink.py's one-MERGE batches and state tables, the
+split write's MERGE without inserts, split_write.py) runs this one; the driver's MERGE of a
+batch of few keys is driver_merge.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from lakejoin.key_ranges import KeyRange
+from lakejoin.merge_terms import KEEP, MergeCounts, any_of, same_key, values_differ
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+# Whether Delta's MERGE materialises its source first ("auto": whenever the source's plan holds
+# anything but Delta scans, as a local checkpoint does).
+MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
+
+
+def merge_on_spark(
+    spark: SparkSession,
+    path: str,
+    source: DataFrame,
+    columns: Sequence[str],
+    key: Sequence[str],
+    *,
+    inserts: bool,
+    bounds: KeyRange | None = None,
+    listed: list[Any] | None = None,
+) -> MergeCounts:
+    """One MERGE. `bounds`, the source's key range, and `listed`, every value the source holds
+    in the key's first column, let Delta skip the target's files that hold none of them."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    values = [c for c in columns if c not in key]
+    changed = values_differ("t", "s", values)
+    on = same_key("t", "s", key)
+    if bounds is not None:
+        on = bounds.covers(F.col(f"t.`{bounds.column}`")) & on
+    if listed:
+        on = any_of(F.col(f"t.`{key[0]}`"), listed) & on
+    keep = F.col(f"s.`{KEEP}`")
+    merge = (
+        DeltaTable.forPath(spark, path)
+        .alias("t")
+        .merge(source.alias("s"), on)
+        .whenMatchedDelete(condition=~keep)
+        .whenMatchedUpdate(condition=keep & changed, set={f"`{c}`": F.col(f"s.`{c}`") for c in values})
+    )
+    if inserts:
+        merge = merge.whenNotMatchedInsert(
+            condition=keep, values={f"`{c}`": F.col(f"s.`{c}`") for c in columns}
+        )
+    # Every source lakejoin merges is a local checkpoint, or a join of checkpoints and pinned
+    # snapshots: deterministic and materialised already. Delta's "auto" would materialise it a
+    # second time (2 Spark jobs per MERGE) because a checkpoint is not a Delta scan.
+    previous = spark.conf.get(MATERIALIZE_SOURCE, None)
+    spark.conf.set(MATERIALIZE_SOURCE, "none")
+    try:
+        result = merge.execute()
+    finally:
+        if previous is None:
+            spark.conf.unset(MATERIALIZE_SOURCE)
+        else:
+            spark.conf.set(MATERIALIZE_SOURCE, previous)
+    rows = result.collect() if result is not None else []
+    if not rows:
+        return MergeCounts(applied=False)
+    row = rows[0].asDict()
+    return MergeCounts(
+        inserted=int(row.get("num_inserted_rows", 0)),
+        updated=int(row.get("num_updated_rows", 0)),
+        deleted=int(row.get("num_deleted_rows", 0)),
+    )

@@ -1,0 +1,293 @@
+"""What the batch engine (engine/batch.py) gives a view kind while one batch runs: the plan's
+pinned snapshots, the keys that changed, and the reads a view kind builds its recompute from
+(rows by key in Spark or on the driver, checked for null and duplicate keys).
+
+Apart from the view-kind interface (views/base.py) because it is the engine's side of the
+contract: every view kind uses the same reads, and none of them is a view kind's own choice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lakejoin import lookups
+from lakejoin.errors import DuplicateKeyError, NullKeyError
+from lakejoin.key_ranges import KeyRange, Keys
+from lakejoin.sources import snapshot
+from lakejoin.spec import PipelineSpec, Source, View
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from lakejoin.engine.plan import BatchPlan
+
+STATE = "_routing"  # the name under which a plan pins the version of the view's state table
+# What `checked_unique` makes the job that materialises the rows fail with.
+DUPLICATE_KEY = "lakejoin: two rows hold one key"
+_HOLDERS = "_lj_holders"
+
+
+def checked_unique(rows: DataFrame, key: str) -> DataFrame:
+    """`rows`, failing with `DUPLICATE_KEY` inside the job that materialises them when two hold
+    the same `key`: the check is a window over rows that job reads anyway, not a scan of its
+    own. (The filter reads the window's column, so the optimizer can neither prune the check
+    nor move a join on the key below it.)"""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    holders = F.count(F.lit(1)).over(Window.partitionBy(key))
+    duplicate = F.when(F.col(_HOLDERS) > 1, F.raise_error(F.lit(DUPLICATE_KEY))).otherwise(F.lit(True))
+    return rows.withColumn(_HOLDERS, holders).where(duplicate).drop(_HOLDERS)
+
+
+@dataclass
+class BatchContext:
+    """What a view kind may use while one batch runs."""
+
+    spark: SparkSession
+    spec: PipelineSpec
+    view: View
+    plan: BatchPlan
+    state_path: str
+    metrics: dict[str, int] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
+    changed: dict[str, int] = field(default_factory=dict)  # keys changed per change source
+    changed_range: dict[str, KeyRange] = field(default_factory=dict)  # their key range
+    _snapshots: dict[str, DataFrame] = field(default_factory=dict)
+    _values: dict[tuple[int, str], list[Any] | None] = field(default_factory=dict)
+
+    @property
+    def full(self) -> bool:
+        from lakejoin.engine.records import BatchMode
+
+        return self.plan.mode is BatchMode.FULL_REFRESH
+
+    @property
+    def repairing(self) -> bool:
+        """A repair re-derives rows to mend the output, so it must not reuse the output's rows."""
+        from lakejoin.engine.records import BatchMode
+
+        return self.plan.mode is BatchMode.REPAIR
+
+    def read_state(self, pin: str = STATE, path: str | None = None) -> DataFrame:
+        """A state table (the default one unless named) as the last committed batch left it
+        (the plan pins that version: a run that died after its state write, before its output
+        commit, may have written the table further)."""
+        version = self.plan.pinned_versions.get(pin, -1)
+        return self.spark.read.format("delta").option("versionAsOf", version).load(path or self.state_path)
+
+    def known_changes(self, source: Source, changes: DataFrame) -> Keys | None:
+        """The keys of `source` that changed in this batch (`changes`, its materialised net
+        change), how many, and their range (None: unknown, as in a full refresh)."""
+        if self.full or source.name not in self.changed_range:
+            return None
+        return changes.select(source.key), self.changed[source.name], self.changed_range[source.name]
+
+    def version(self, source: Source) -> int:
+        return self.plan.pinned_versions[source.name]
+
+    def snapshot(self, source: Source) -> DataFrame:
+        """The source as the plan pinned it."""
+        if source.name not in self._snapshots:
+            self._snapshots[source.name] = snapshot(self.spark, source.path, self.version(source))
+        return self._snapshots[source.name]
+
+    def where(self, source: Source, version: int | None = None) -> str:
+        at = f" at version {version}" if version is not None else ""
+        return f"view '{self.view.name}', source '{source.name}' ({source.path}){at}"
+
+    def require_keys(self, rows: DataFrame, source: Source) -> None:
+        from pyspark.sql import functions as F
+
+        if rows.where(F.col(source.key).isNull()).limit(1).count():
+            raise NullKeyError(
+                f"a row has a null key '{source.key}'",
+                where=self.where(source, self.version(source)),
+                fix=f"give every row a '{source.key}' in the source, or filter null keys out upstream",
+            )
+
+    def require_unique(self, rows: DataFrame, source: Source) -> None:
+        duplicates = (
+            rows.groupBy(source.key).count().where("count > 1").orderBy(source.key).limit(5).collect()
+        )
+        if duplicates:
+            raise self._duplicates(source, [(d[source.key], d["count"]) for d in duplicates])
+
+    def _duplicates(self, source: Source, held: Sequence[tuple[Any, int]]) -> DuplicateKeyError:
+        """The error for key values `source` holds more than once (value, rows), at the pin."""
+        shown = ", ".join(f"{source.key}={value!r} ({n} rows)" for value, n in held)
+        return DuplicateKeyError(
+            f"the key '{source.key}' is not unique: {shown}",
+            where=self.where(source, self.version(source)),
+            fix="deduplicate the source table (one row per key), or declare another key column",
+        )
+
+    def unique_rows(self, rows: DataFrame, source: Source) -> DataFrame:
+        """`rows` of `source` materialised (a local checkpoint), one per key: two rows with one
+        key raise DuplicateKeyError, found inside the materialising job (`checked_unique`)."""
+        return self.materialise_unique(
+            lambda: checked_unique(rows, source.key).localCheckpoint(), rows, source
+        )
+
+    def materialise_unique(self, materialise: Any, rows: DataFrame, source: Source) -> Any:
+        """`materialise()`, whose job checks `rows` with `checked_unique`; when that check fails,
+        DuplicateKeyError names the duplicate keys (`require_unique`, on the failing path only)."""
+        try:
+            return materialise()
+        except Exception as exc:
+            if DUPLICATE_KEY not in str(exc):
+                raise
+            self.require_unique(rows, source)
+            raise
+
+    def rows_of(
+        self, source: Source, keys: DataFrame, changes: DataFrame, bounds: KeyRange | None = None
+    ) -> DataFrame:
+        """The rows of `source` at the pinned version whose key is in `keys` (a column named like
+        the source's key), materialised, one row per key (checked here: callers need no
+        uniqueness check of their own). `bounds`, when given, says `keys` is materialised
+        already and spans that key range (it saves materialising the keys again).
+
+        A key that changed in this batch takes its row from `changes` (its net change, which is
+        its row as of the pin), so only the keys that did not change are looked up in the
+        snapshot, and the snapshot's rows are not read at all when there are none: a batch of
+        fact changes alone reads only the fact table's key column.
+        """
+        from pyspark.sql import functions as F
+
+        from lakejoin.changes import upserts
+        from lakejoin.key_ranges import materialised
+
+        key = source.key
+        if bounds is None:
+            keys, _, bounds = materialised(keys, key)
+        # Only the files of the keys' range are read (key_ranges: the source's files hold key
+        # ranges when it was written in key order, as CDC appends of growing keys are).
+        snapshot = self.snapshot(source).where(bounds.covers(F.col(key)))
+        # A net change holds one row per key, so it cannot show a key the source holds twice:
+        # the keys the snapshot holds are checked, by key column alone, in the job that finds
+        # which of them did not change.
+        held = snapshot.select(key).join(F.broadcast(keys), on=key, how="left_semi")
+        unchanged_keys_of = checked_unique(held, key).join(changes.select(key), on=key, how="left_anti")
+        rest, unchanged_keys, _ = self.materialise_unique(
+            lambda: materialised(unchanged_keys_of), held, source
+        )
+        changed = upserts(changes).select(*snapshot.columns)
+        if unchanged_keys:
+            unchanged = snapshot.join(F.broadcast(rest), on=key, how="left_semi")
+            changed = changed.unionByName(unchanged)
+        return changed.localCheckpoint()
+
+    @property
+    def most_keys(self) -> int:
+        """Up to how many keys a lookup is made on the driver (0: driver lookups are off)."""
+        return lookups.max_keys(self.spark)
+
+    def key_values(self, frame: DataFrame, column: str, count: int | None) -> list[Any] | None:
+        """The values of `column` in `frame` (materialised, `count` rows) on the driver, for a
+        lookup there (`lookups`); None when they are too many, of a type it does not take, or
+        not counted."""
+        most = self.most_keys
+        if count is None or not most or count > most:
+            return None
+        # A frame's values are asked for twice (the routes leave out the changed left keys, the
+        # affected rows read them): collected once.
+        if (id(frame), column) not in self._values:
+            values = [row[0] for row in frame.select(column).collect()] if count else []
+            self._values[id(frame), column] = values if lookups.literal_keys(values) else None
+        return self._values[id(frame), column]
+
+    def changed_on_driver(
+        self, changes: Mapping[str, DataFrame], right: Source, left: Source
+    ) -> tuple[list[Any], list[Any]] | None:
+        """The changed keys of `right` and of `left` on the driver, for routes looked up there
+        (a right change's left rows, but for the left keys that changed themselves); None
+        when either is too many or of a type a driver lookup does not take."""
+        changed = self.key_values(changes[right.name], right.key, self.changed.get(right.name))
+        if changed is None:
+            return None
+        # The affected rows' driver lookup reads the left keys too (collected once).
+        left_changed = self.key_values(changes[left.name], left.key, self.changed.get(left.name))
+        return None if left_changed is None else (changed, left_changed)
+
+    def driver_rows(
+        self, source: Source, values: Sequence[Any], *, excluding: Sequence[Any] = ()
+    ) -> DataFrame | None:
+        """The rows of `source` at the pinned version whose key is one of `values` but not of
+        `excluding`, read on the driver (`lookups`), one per key: two rows with one key of
+        `values` raise DuplicateKeyError. None when delta-rs cannot read the table as Spark would."""
+        path, version = source.path, self.version(source)
+        rows = lookups.read_keys(path, version, source.key, values)
+        if rows is None:
+            return None
+        held = lookups.duplicates(rows, source.key)
+        if held:
+            raise self._duplicates(source, held)
+        return lookups.as_spark(
+            self.spark, lookups.without(rows, source.key, excluding), self.snapshot(source).schema
+        )
+
+    def rows_on_driver(
+        self, source: Source, values: Sequence[Any], changes: DataFrame, changed: Sequence[Any]
+    ) -> DataFrame | None:
+        """`rows_of` for keys listed on the driver (`values`; `changed`: those that changed in
+        this batch, whose rows come from `changes`): the other keys' rows come from a driver
+        lookup, no Spark job. None when delta-rs does not read the table (take `rows_of`)."""
+        from lakejoin.changes import upserts
+
+        # The changed keys are looked up too: their rows in the snapshot are not used, but a key
+        # the snapshot holds twice must fail as it does in `rows_of`.
+        unchanged = self.driver_rows(source, values, excluding=changed)
+        if unchanged is None:
+            return None
+        return upserts(changes).select(*unchanged.columns).unionByName(unchanged)
+
+    def affected_on_driver(
+        self, source: Source, changes: DataFrame, reached: Sequence[Any]
+    ) -> tuple[Keys, DataFrame] | None:
+        """The affected keys of `source` (those that changed, `changes`, and those a change on
+        another side reached, `reached`) and their rows at the pin, found on the driver (the
+        keys as `key_ranges.materialised` gives them, and `rows_of`'s rows). None when they are
+        too many, or of a type or in a table a driver lookup does not take (use Spark)."""
+        from lakejoin.key_ranges import enabled
+
+        changed = self.key_values(changes, source.key, self.changed.get(source.name))
+        if changed is None:
+            return None
+        values = sorted(set(changed).union(reached))
+        if len(values) > lookups.max_keys(self.spark) or not lookups.literal_keys(values):
+            return None
+        rows = self.rows_on_driver(source, values, changes, changed)
+        if rows is None:
+            return None
+        keys = self.keys_frame(source, values, rows.schema)
+        listed = values and enabled(self.spark)
+        bounds = KeyRange(source.key, values[0], values[-1]) if listed else KeyRange(source.key)
+        return (keys, len(values), bounds), rows
+
+    def keys_frame(self, source: Source, values: Sequence[Any], schema: Any = None) -> DataFrame:
+        """Key values of `source` listed on the driver, as a one-column frame typed like its key
+        (a local relation: no Spark job)."""
+        from pyspark.sql.types import StructType
+
+        field = (schema or self.snapshot(source).schema)[source.key]
+        return self.spark.createDataFrame([(v,) for v in values], StructType([field]))
+
+    def referenced_on_driver(self, source: Source, rows: DataFrame, fk: str) -> DataFrame | None:
+        """The rows of `source` at the pin that `rows` (few, from `affected_on_driver`) reference
+        through `fk`, one per key, read on the driver; None when a driver lookup does not take
+        them (use `unique_rows`)."""
+        from pyspark.sql import functions as F
+
+        wanted = [r[0] for r in rows.select(fk).where(F.col(fk).isNotNull()).distinct().collect()]
+        if len(wanted) > lookups.max_keys(self.spark) or not lookups.literal_keys(wanted):
+            return None
+        return self.driver_rows(source, wanted)
+
+    def whole_source(self, source: Source) -> DataFrame:
+        """The pinned snapshot, checked for null and duplicate keys (a full recompute reads it all)."""
+        rows = self.snapshot(source)
+        self.require_keys(rows, source)
+        return rows

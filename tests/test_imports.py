@@ -1,0 +1,272 @@
+"""The package's imports form no cycle, lazy or not (issue 25). Read with `ast`, nothing imported.
+
+Every import of a lakejoin module counts wherever it sits: at module level, or inside a function
+or a method (an import moved into a function hides a cycle from Python's import machinery, not
+from the design: the two modules still need each other), absolute or relative, `import
+lakejoin.a.b` and `from lakejoin import a` (`a` a module, or a name of the package). Imports under
+`if TYPE_CHECKING:` do not count: they never run, they only name types for mypy, and
+`from __future__ import annotations` keeps those names unevaluated. An import names one module:
+the parent packages Python runs first are not edges.
+
+The layers, lowest first; a module imports from its own layer or lower ones (checked when this
+test was written; the test itself checks only for cycles):
+1. the model, no Spark: errors, spec (the model), spec_yaml, spec_kinds (each kind's parser),
+   spec_parse (YAML -> model), engine.records;
+2. Spark and Delta I/O: session, jars, sources, changes, key_ranges, lookups, merge_terms,
+   driver_merge, delete_changed, keyed_tables, spark_merge, output_counts, split_write, sink,
+   routing, repair, schema_checks, engine.markers, engine.log;
+3. the view-kind interface: views.context (what the engine gives a kind), views.base (what a
+   kind gives the engine), views.fanout;
+4. data quality and its reports: suites, data_docs, quality; report_pages, report_plots, reports;
+5. the view kinds: views.fk_join, views.list_join, views.rekey, views.enrich;
+6. the batch protocol: engine.plan, engine.changes, engine.write, engine.batch, engine.pipeline;
+   pending;
+7. the entry points: cli, submit, airflow_tasks, airflow_submit, demo, the package itself.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+PACKAGE = "lakejoin"
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE_DIR = ROOT / "spark_jobs" / PACKAGE
+
+
+@dataclass(frozen=True)
+class Import:
+    """One import statement's edge: `importer` runs `imported` at `line`."""
+
+    importer: str
+    imported: str
+    line: int
+    in_function: bool
+
+    def __str__(self) -> str:
+        where = "in a function" if self.in_function else "at module level"
+        return f"{self.importer} -> {self.imported}, {where}"
+
+
+def package_modules(package_dir: Path = PACKAGE_DIR) -> dict[str, Path]:
+    """Every module of the package by dotted name; a package's name is its __init__.py's."""
+    modules = {}
+    for path in sorted(package_dir.rglob("*.py")):
+        parts = path.relative_to(package_dir.parent).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+class _Imports(ast.NodeVisitor):
+    """Collects a module's imports of package modules, skipping `if TYPE_CHECKING:` bodies."""
+
+    def __init__(self, module: str, is_package: bool, modules: Collection[str]) -> None:
+        self.module = module
+        self.package = module if is_package else module.rpartition(".")[0]
+        self.modules = modules
+        self.found: list[Import] = []
+        self._functions = 0
+
+    def visit_If(self, node: ast.If) -> None:
+        if not _is_type_checking(node.test):
+            self.generic_visit(node)
+            return
+        for statement in node.orelse:
+            self.visit(statement)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self._functions += 1
+        self.generic_visit(node)
+        self._functions -= 1
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> None:
+        self.visit_FunctionDef(node)
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self._add(alias.name, node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        base = self._absolute(node.module, node.level)
+        for alias in node.names:
+            submodule = f"{base}.{alias.name}"
+            self._add(submodule if submodule in self.modules else base, node)
+
+    def _absolute(self, name: str | None, level: int) -> str:
+        if level == 0:
+            return name or ""
+        parts = self.package.split(".")
+        base = ".".join(parts[: len(parts) - level + 1])
+        return f"{base}.{name}" if name else base
+
+    def _add(self, name: str, node: ast.stmt) -> None:
+        # `import lakejoin.a.b` names lakejoin.a.b; a name that is no module is its package's.
+        while name and name not in self.modules:
+            name = name.rpartition(".")[0]
+        if name and name != self.module:
+            self.found.append(Import(self.module, name, node.lineno, self._functions > 0))
+
+
+def imports_in(module: str, source: str, modules: Collection[str], is_package: bool = False) -> list[Import]:
+    collector = _Imports(module, is_package, modules)
+    collector.visit(ast.parse(source))
+    return collector.found
+
+
+def package_imports(modules: Mapping[str, Path]) -> list[Import]:
+    return [
+        found
+        for module, path in modules.items()
+        for found in imports_in(module, path.read_text(), modules, path.name == "__init__.py")
+    ]
+
+
+def strongly_connected(graph: Mapping[str, Collection[str]]) -> list[list[str]]:
+    """Tarjan's algorithm: the graph's strongly connected components, each sorted."""
+    index: dict[str, int] = {}
+    lowlink: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = lowlink[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for successor in sorted(graph.get(node, ())):
+            if successor not in index:
+                visit(successor)
+                lowlink[node] = min(lowlink[node], lowlink[successor])
+            elif successor in on_stack:
+                lowlink[node] = min(lowlink[node], index[successor])
+        if lowlink[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            components.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return components
+
+
+def shortest_cycle(start: str, graph: Mapping[str, Collection[str]], within: Collection[str]) -> list[str]:
+    """The shortest chain start -> ... -> start inside one component (breadth first)."""
+    came_from: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for successor in sorted(graph.get(node, ())):
+                if successor == start:
+                    chain = [node]
+                    while chain[-1] != start:
+                        chain.append(came_from[chain[-1]])
+                    return [*reversed(chain), start]
+                if successor in within and successor not in came_from:
+                    came_from[successor] = node
+                    following.append(successor)
+        frontier = following
+    raise AssertionError(f"{start} is on no cycle")
+
+
+def import_cycles(imports: Iterable[Import]) -> list[tuple[list[str], list[Import]]]:
+    """Each cyclic component, with one concrete cycle through it as its import statements."""
+    graph: dict[str, set[str]] = {}
+    statements: dict[tuple[str, str], Import] = {}
+    for found in imports:
+        graph.setdefault(found.importer, set()).add(found.imported)
+        statements.setdefault((found.importer, found.imported), found)
+    cycles = []
+    for component in strongly_connected(graph):
+        if len(component) > 1:
+            chain = shortest_cycle(component[0], graph, component)
+            cycles.append((component, [statements[edge] for edge in pairwise(chain)]))
+    return cycles
+
+
+def test_the_package_has_no_import_cycle():
+    modules = package_modules()
+    assert f"{PACKAGE}.spec" in modules and f"{PACKAGE}.views" in modules
+
+    cycles = import_cycles(package_imports(modules))
+
+    report = "\n\n".join(
+        f"{len(component)} modules import each other: {', '.join(component)}\n  e.g. "
+        + " -> ".join([chain[0].importer, *(step.imported for step in chain)])
+        + "".join(f"\n    {modules[step.importer].relative_to(ROOT)}:{step.line}: {step}" for step in chain)
+        for component, chain in cycles
+    )
+    assert not cycles, (
+        f"import cycles in {PACKAGE} (imports inside functions count; TYPE_CHECKING ones do not):\n\n"
+        f"{report}\n\nBreak each cycle where a lower layer (see this test's docstring) imports a "
+        "higher one: move the shared piece down, into the lower module or a small new one, or pass "
+        "the value in as an argument. Moving the import into a function hides a cycle, it does not "
+        "break it."
+    )
+
+
+MODULES = ("lakejoin", "lakejoin.spec", "lakejoin.views", "lakejoin.views.base", "lakejoin.views.rekey")
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "imported"),
+    [
+        ("lakejoin.spec", "import lakejoin.views.base", ["lakejoin.views.base"]),
+        ("lakejoin.spec", "import lakejoin.views.base.thing", ["lakejoin.views.base"]),
+        ("lakejoin.spec", "from lakejoin import views", ["lakejoin.views"]),
+        ("lakejoin.spec", "from lakejoin import load_spec", ["lakejoin"]),
+        ("lakejoin.spec", "from lakejoin.views.base import STATE", ["lakejoin.views.base"]),
+        ("lakejoin.views.rekey", "from . import base", ["lakejoin.views.base"]),
+        ("lakejoin.views.rekey", "from .base import STATE", ["lakejoin.views.base"]),
+        ("lakejoin.views.rekey", "from ..spec import View", ["lakejoin.spec"]),
+        ("lakejoin.views", "from .rekey import RekeyView", ["lakejoin.views.rekey"]),
+        ("lakejoin.spec", "def parse():\n    from lakejoin.views import rekey", ["lakejoin.views.rekey"]),
+        ("lakejoin.spec", "class A:\n    def f(self):\n        import lakejoin.views", ["lakejoin.views"]),
+        ("lakejoin.spec", "if TYPE_CHECKING:\n    from lakejoin.views import base", []),
+        (
+            "lakejoin.spec",
+            "if typing.TYPE_CHECKING:\n    import lakejoin.views\nelse:\n    import lakejoin",
+            ["lakejoin"],
+        ),
+        ("lakejoin.spec", "import pyspark\nfrom lakejoin.spec import View", []),
+    ],
+)
+def test_every_form_of_import_names_the_module_it_runs(module, source, imported):
+    found = imports_in(module, source, MODULES, is_package=module == "lakejoin.views")
+    assert [edge.imported for edge in found] == imported
+
+
+def test_a_function_level_import_is_reported_as_one():
+    (found,) = imports_in("lakejoin.spec", "\n\ndef load():\n    from lakejoin import views\n", MODULES)
+    assert (found.line, found.in_function) == (4, True)
+
+
+def test_a_cycle_is_reported_as_its_component_and_one_chain_through_it():
+    edges = [("a", "b"), ("b", "c"), ("c", "a"), ("c", "d"), ("d", "e"), ("e", "d"), ("f", "a")]
+    imports = [Import(importer, imported, 1, False) for importer, imported in edges]
+
+    cycles = import_cycles(imports)
+
+    assert [(component, [step.imported for step in chain]) for component, chain in cycles] == [
+        (["d", "e"], ["e", "d"]),
+        (["a", "b", "c"], ["b", "c", "a"]),
+    ]
