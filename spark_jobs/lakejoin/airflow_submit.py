@@ -76,8 +76,11 @@ def submit_batch(
 
 
 def batch_arguments(options: Mapping[str, Any]) -> list[str]:
-    """`lakejoin.submit`'s options for a batch's: `{"full_refresh": True}` is `--full-refresh`,
-    `{"repair_from": "3"}` is `--repair-from=3`; false and empty options are left out."""
+    """`lakejoin.submit`'s options for a batch's; false and empty options are left out.
+
+    >>> batch_arguments({"full_refresh": True, "repair_from": "3", "repair_to": None})
+    ['--full-refresh', '--repair-from=3']
+    """
     arguments = []
     for name, value in options.items():
         flag = "--" + name.replace("_", "-")

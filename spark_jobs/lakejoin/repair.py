@@ -7,7 +7,10 @@ the start and before the end). The changed keys in the range go through the view
 incremental rule, with each key's state as of the pinned versions, so a repair writes exactly
 what an incremental batch over those keys would have written.
 
->>> RepairRange.parse("2026-11-01T00:00", "2026-11-02T00:00")    # doctest: +SKIP
+>>> RepairRange.parse("2026-11-01T00:00", "2026-11-02T00:00").bounds()
+('2026-11-01T00:00:00+00:00', '2026-11-02T00:00:00+00:00')
+>>> RepairRange.parse("3").bounds()
+('3', None)
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
 """Builds the typed spec model (`lakejoin.spec`) from YAML: sources, views of each kind, the views'
 dependency order and the sources that views become for the views that read them.
 
->>> spec = load_spec("pipelines/marketplace.yaml")          # doctest: +SKIP
->>> spec.views["display_products"].fk_join.how               # doctest: +SKIP
+>>> spec = load_spec("pipelines/marketplace.yaml")
+>>> spec.views["display_products"].fk_join.how
 <JoinHow.LEFT: 'left'>
+>>> spec.upstream_views("enriched_purchases")
+['display_products']
 """
 
 from __future__ import annotations

@@ -123,7 +123,11 @@ def _upstream(spec: PipelineSpec, view: str) -> list[str]:
 
 
 def tally(results: Iterable[ViewResult]) -> str:
-    """`3 committed, 1 nothing new, 1 failed, 1 skipped` (the states that occurred)."""
+    """How many views ended in each state, the states that occurred, in a fixed order.
+
+    >>> tally([ViewResult("b", ViewState.FAILED), ViewResult("a", ViewState.COMMITTED)])
+    '1 committed, 1 failed'
+    """
     counts: dict[ViewState, int] = {}
     for result in results:
         counts[result.state] = counts.get(result.state, 0) + 1

@@ -2,8 +2,8 @@
 
 Pure DataFrame code: reading and writing Delta happens in the batch engine (engine/).
 
->>> out = recompute(left_rows, right_rows, join, left_key="product_id", right_key="merchant_id",
-...                 right_columns=["display_name"])      # doctest: +SKIP
+>>> out = recompute(left_rows, right_rows, spec.views["display_products"].fk_join,
+...                 right_key="merchant_id", right_columns=["display_name"])   # doctest: +SKIP
 """
 
 from __future__ import annotations
