@@ -28,7 +28,6 @@ from lakejoin.spec import PipelineSpec
 from lakejoin.spec_parse import load_spec
 
 if TYPE_CHECKING:
-    from lakejoin.engine.batch import BatchSummary
     from lakejoin.repair import RepairRange
 
 NOT_SELECTED = "not selected"
@@ -90,10 +89,15 @@ def run_batches(spec_file: str) -> dict[str, dict]:
     results: dict[str, dict] = {v: {"state": NOT_SELECTED} for v in spec.view_order() if v not in selected}
     full_refresh, repair = _asked(context)
     if not full_refresh and repair is None:
-        pending = {view: pending_work(spec, view) for view in selected}
-        for view, work in pending.items():
+        # Only whether Spark must start: the first view with work answers it, and its batch
+        # (like every view's) plans again in run_view, so the views after it are not read twice.
+        pending = {}
+        for view in selected:
+            pending[view] = work = pending_work(spec, view)
             print(f"{view}: {work.reason}")
-        if not any(work.run for work in pending.values()):
+            if work.run:
+                break
+        else:
             reason = "{} (checked without starting Spark)"
             results.update(
                 {v: {"state": "nothing new", "reason": reason.format(w.reason)} for v, w in pending.items()}
@@ -117,18 +121,8 @@ def _xcom(result: Any) -> dict:  # a ViewResult
         out.update(error=result.error, error_type=result.error_type)
     summary = result.summary
     if summary is not None:
-        out.update(_figures(summary), reason=summary.reason, notes=summary.notes, report=summary.report)
+        out.update(summary.figures(), reason=summary.reason, notes=summary.notes, report=summary.report)
     return out
-
-
-def _figures(summary: BatchSummary) -> dict:
-    return {
-        "view": summary.view,
-        "outcome": summary.outcome.value,
-        "batch_id": summary.batch_id,
-        "pinned_versions": summary.pinned_versions,
-        "metrics": summary.metrics(),
-    }
 
 
 def view_result(spec_file: str, view: str) -> dict:
@@ -184,4 +178,4 @@ def run_batch(spec_file: str, view: str) -> dict:
         print(f"{view}: {topic}: {note}")
     if summary.report:
         print(f"{view}: data-quality report {summary.report}")
-    return _figures(summary)
+    return summary.figures()

@@ -111,14 +111,7 @@ def _run(spark: SparkSession, spec: PipelineSpec, view: str, options: dict[str, 
         console.print(f"{view}: {topic} {note}")
     if summary.report:
         console.print(f"{view}: data-quality report {summary.report}")
-    result = {
-        "view": view,
-        "outcome": summary.outcome.value,
-        "batch_id": summary.batch_id,
-        "pinned_versions": summary.pinned_versions,
-        "metrics": summary.metrics(),
-    }
-    print(RESULT_PREFIX + json.dumps(result, sort_keys=True), flush=True)
+    print(RESULT_PREFIX + json.dumps(summary.figures(), sort_keys=True), flush=True)
 
 
 if __name__ == "__main__":

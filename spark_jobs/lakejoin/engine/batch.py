@@ -74,6 +74,16 @@ class BatchSummary:
     kind_metrics: dict[str, int] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
 
+    def figures(self) -> dict:
+        """What an Airflow task keeps of the batch as its XCom (and spark-submit prints as JSON)."""
+        return {
+            "view": self.view,
+            "outcome": self.outcome.value,
+            "batch_id": self.batch_id,
+            "pinned_versions": self.pinned_versions,
+            "metrics": self.metrics(),
+        }
+
     def metrics(self) -> dict[str, int]:
         counts = {f"changed_keys.{name}": n for name, n in self.changed_keys.items()}
         counts.update(
