@@ -63,6 +63,10 @@ def pipeline_dag(spec_file: Path, spec: PipelineSpec):  # noqa: ANN201 - an Airf
         start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
         catchup=False,
         max_active_runs=1,
+        # Only the DAGs this file names get bagged: a spec whose DAG failed (a bad schedule) must
+        # not be picked up from the decorator's registry, where its own error would hide the
+        # stand-in's (Airflow keeps one import error per file).
+        auto_register=False,
         tags=["lakejoin"],
         doc_md=__doc__,
         params={
