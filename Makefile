@@ -24,8 +24,8 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 
 $(VENV)/.delta-jars: $(VENV)/.installed
 	@echo "==> resolving Delta Lake's JVM artifacts once into $(VENV)/spark-jars, then starting Spark with them"
-	$(BIN)/python -m lakejoin.jars || (scripts/fetch-delta-jars.sh && $(BIN)/python -m lakejoin.jars)
-	$(BIN)/python -m lakejoin.session
+	$(BIN)/python -m lakejoin.delta.jars || (scripts/fetch-delta-jars.sh && $(BIN)/python -m lakejoin.delta.jars)
+	$(BIN)/python -m lakejoin.delta.session
 	touch $@
 
 demo: install

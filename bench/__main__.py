@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from bench.report import write_report
-    from lakejoin.session import spark_session
+    from lakejoin.delta.session import spark_session
 
     args = parse_args(argv)
     unknown = set(args.variants.split(",")) - set(VARIANTS)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from lakejoin.spec import PipelineSpec
+    from lakejoin.spec.model import PipelineSpec
 
 TINY_ROWS = 2  # rows changed per source table in a tiny batch (5 tables: at most 10 rows)
 LIMITS = {"tiny_seconds": 4.0, "nothing_new_seconds": 0.2, "jobs": 50, "commits": 2}
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench.measure import lakejoin_commit
     from bench.tables import Sizes, write_sources
     from bench.variants import spec_for
-    from lakejoin.session import spark_session
+    from lakejoin.delta.session import spark_session
 
     parser = argparse.ArgumentParser(prog="python -m bench.fixed_cost", description=__doc__.split("\n")[0])
     parser.add_argument("--orders", type=int, default=1_500_000)

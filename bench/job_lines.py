@@ -111,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     from bench.fixed_cost import tiny_change
     from bench.tables import Sizes, write_sources
     from bench.variants import spec_for
+    from lakejoin.delta.session import spark_session
     from lakejoin.engine.batch import run_view
-    from lakejoin.session import spark_session
 
     parser = argparse.ArgumentParser(prog="python -m bench.job_lines", description=__doc__.split("\n")[0])
     parser.add_argument("--orders", type=int, default=20_000)

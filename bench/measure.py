@@ -99,7 +99,7 @@ def writes_since(spark: SparkSession, root: Path, before: dict[str, int]) -> Wri
     history: the commits' own commitInfo, whichever engine wrote them)."""
     from deltalake import DeltaTable
 
-    from lakejoin.engine.markers import operation_metrics
+    from lakejoin.delta.markers import operation_metrics
 
     writes = Writes()
     for path, version in table_versions(spark, root).items():

@@ -58,7 +58,7 @@ class PerRecord:
         self.restore_seconds = watch.seconds["restore"]
 
     def run(self, spark: SparkSession) -> Run:
-        from lakejoin.changes import read_change_feed
+        from lakejoin.delta.change_feed import read_change_feed
 
         watch = Stopwatch()
         changes: list[tuple[int, int, str, str, dict[str, Any]]] = []

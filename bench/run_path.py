@@ -43,8 +43,8 @@ TARGETS = {
 }
 LAKE_SCRIPT = """
 import sys
-from lakejoin.demo import CHANGE_BATCHES, create_marketplace
-from lakejoin.session import spark_session
+from lakejoin.demo.marketplace import CHANGE_BATCHES, create_marketplace
+from lakejoin.delta.session import spark_session
 spark = spark_session()
 if sys.argv[1] == "create":
     create_marketplace(spark, sys.argv[2])
@@ -54,8 +54,8 @@ else:
 GATE_SCRIPT = """
 import json, sys
 from lakejoin.engine.batch import batch_log, recompute_view
-from lakejoin.session import spark_session
-from lakejoin.spec_parse import load_spec
+from lakejoin.delta.session import spark_session
+from lakejoin.spec.parse import load_spec
 spark = spark_session()
 spec = load_spec(sys.argv[1])
 wrong = []

@@ -64,7 +64,7 @@ def compare(
 ) -> dict[str, Any]:
     """Time both lookups and check they find the same keys; with `on_driver`, the same two
     lookups made on the driver with delta-rs (lookups.py: lakejoin's read of a batch of at most
-    `spark.lakejoin.lookups.maxKeys` keys), each giving the set of keys it found."""
+    `spark.lakejoin.delta.lookups.maxKeys` keys), each giving the set of keys it found."""
     kept_s, kept_n = best_of(kept)
     derived_s, derived_n = best_of(derived)
     same = kept().exceptAll(derived()).isEmpty() and derived().exceptAll(kept()).isEmpty()
@@ -95,7 +95,7 @@ def driver_keys(path: str, column: str, values: list[Any], wanted: str) -> set[A
     """The distinct `wanted` of the rows of the table at `path` whose `column` is in `values`."""
     from deltalake import DeltaTable
 
-    from lakejoin import lookups
+    from lakejoin.delta import lookups
 
     rows = lookups.read_keys(path, int(DeltaTable(path).version()), column, values, [wanted])
     assert rows is not None
@@ -109,8 +109,8 @@ def measure(spark: SparkSession, work: Path, orders: int, seed: int) -> list[dic
     from bench.changes import ChangeMaker
     from bench.tables import Sizes, write_sources
     from bench.variants import spec_for
-    from lakejoin import routing
-    from lakejoin.changes import read_change_feed
+    from lakejoin.delta import routing
+    from lakejoin.delta.change_feed import read_change_feed
     from lakejoin.engine.batch import run_view, view_logic
     from lakejoin.engine.write import state_path
     from lakejoin.views import list_join
@@ -130,7 +130,7 @@ def measure(spark: SparkSession, work: Path, orders: int, seed: int) -> list[dic
         per left key and its routes, laid out by left key), and list_join's composite rows until
         session 34 (laid out by element): they keep none now, so the bench builds them to
         measure that way."""
-        from lakejoin.key_ranges import write_laid_out
+        from lakejoin.delta.key_ranges import write_laid_out
 
         path = str(work / "routing" / name)
         write_laid_out(rows, path, by)
@@ -266,7 +266,7 @@ def measure(spark: SparkSession, work: Path, orders: int, seed: int) -> list[dic
 
 def main(argv: list[str] | None = None) -> int:
     from bench.measure import lakejoin_commit
-    from lakejoin.session import spark_session
+    from lakejoin.delta.session import spark_session
 
     parser = argparse.ArgumentParser(prog="python -m bench.state_choice", description=__doc__.split("\n")[0])
     parser.add_argument("--orders", type=int, action="append", help="order counts (repeat the flag)")
@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         f"of {RUNS} runs of each lookup on a warm JVM, this 2-core machine; every pair found the same keys.",
         "",
         "Spark: the lookup as a Spark job; driver: the same read with delta-rs (lookups.py), which "
-        "lakejoin makes for a batch of at most `spark.lakejoin.lookups.maxKeys` keys.",
+        "lakejoin makes for a batch of at most `spark.lakejoin.delta.lookups.maxKeys` keys.",
         "",
         "| orders | lookup | state table, Spark | without (left table / change feed), Spark "
         "| state table, driver | left table, driver | keys |",

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from lakejoin.engine.batch import BatchSummary
-    from lakejoin.spec import PipelineSpec
+    from lakejoin.spec.model import PipelineSpec
 
 # lakejoin's phases, and the names the benchmark reports them under.
 PHASES = {
@@ -107,7 +107,7 @@ class Naive(Variant):
 
     def run(self, spark: SparkSession) -> Run:
         from lakejoin.engine.batch import recompute_view, view_logic
-        from lakejoin.sink import merge_full
+        from lakejoin.sink.choice import merge_full
 
         watch, views = Stopwatch(), {}
         for view in self.spec.view_order():
@@ -171,7 +171,7 @@ class Incremental(Variant):
     @contextmanager
     def key_ranges(self, spark: SparkSession) -> Iterator[None]:
         """lakejoin's key ranges as the layout says (the session's setting is put back after)."""
-        from lakejoin.key_ranges import ENABLED
+        from lakejoin.delta.key_ranges import ENABLED
 
         if self.layout.key_ranges:
             yield
@@ -204,7 +204,7 @@ def _output_version(spark: SparkSession, path: str) -> int:
     (an update, then an append of new keys), so the range is read from the table, not guessed."""
     from delta.tables import DeltaTable
 
-    from lakejoin.sources import latest_version
+    from lakejoin.delta.sources import latest_version
 
     return latest_version(spark, path, role="bench output") if DeltaTable.isDeltaTable(spark, path) else -1
 
@@ -218,7 +218,7 @@ class Floor(Variant):
 
     def prepare(self, spark: SparkSession, inc: Run) -> dict[str, DataFrame]:
         """The rows INC wrote in this batch, by view, materialised before the clock starts."""
-        from lakejoin.changes import CDF_COLUMNS, read_change_feed
+        from lakejoin.delta.change_feed import CDF_COLUMNS, read_change_feed
 
         rows = {}
         for view, run in inc.views.items():
@@ -233,7 +233,7 @@ class Floor(Variant):
         return rows
 
     def run_floor(self, spark: SparkSession, inc: Run, precomputed: dict[str, DataFrame]) -> tuple[Run, int]:
-        from lakejoin.changes import read_change_feed
+        from lakejoin.delta.change_feed import read_change_feed
 
         watch, cdf_rows = Stopwatch(), 0
         with watch.phase("changes"):
@@ -251,6 +251,6 @@ class Floor(Variant):
 
 def spec_for(name: str, storage: Path, sources: dict[str, str], threshold: float = 0.2) -> PipelineSpec:
     from bench.tables import spec_text
-    from lakejoin.spec_parse import parse_spec
+    from lakejoin.spec.parse import parse_spec
 
     return parse_spec(spec_text(name, storage, sources, threshold), file=f"<bench {name}>")

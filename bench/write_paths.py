@@ -54,7 +54,7 @@ def change_batch(spark: SparkSession, rows: int, rate: float, seed: int) -> Data
     column `_lj_keep` is false for a delete, as in lakejoin's sink."""
     from pyspark.sql import functions as F
 
-    from lakejoin.sink import KEEP
+    from lakejoin.sink.choice import KEEP
 
     n = max(10, int(rows * rate))
     picked = (
@@ -76,8 +76,7 @@ def change_batch(spark: SparkSession, rows: int, rate: float, seed: int) -> Data
 
 
 def split(spark: SparkSession, path: str, batch: DataFrame, columns: list[str]) -> None:
-    from lakejoin import driver_merge
-    from lakejoin.sink import ONE_MERGE_MAX_KEYS, merge_by_key
+    from lakejoin.sink.choice import ONE_MERGE_MAX_KEYS, driver_merge, merge_by_key
 
     spark.conf.set(ONE_MERGE_MAX_KEYS, "0")  # the split write, whatever the batch's size
     spark.conf.set(driver_merge.MAX_KEYS, "0")
@@ -86,8 +85,7 @@ def split(spark: SparkSession, path: str, batch: DataFrame, columns: list[str]) 
 
 def driver(spark: SparkSession, path: str, batch: DataFrame, columns: list[str]) -> None:
     """One delta-rs MERGE from the driver (lakejoin's write of a batch of few keys), at any size."""
-    from lakejoin import driver_merge
-    from lakejoin.sink import ONE_MERGE_MAX_KEYS, merge_by_key
+    from lakejoin.sink.choice import ONE_MERGE_MAX_KEYS, driver_merge, merge_by_key
 
     spark.conf.set(ONE_MERGE_MAX_KEYS, str(10**9))
     spark.conf.set(driver_merge.MAX_KEYS, str(10**9))
@@ -99,7 +97,7 @@ def delete_append(spark: SparkSession, path: str, batch: DataFrame, columns: lis
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
-    from lakejoin.sink import KEEP
+    from lakejoin.sink.choice import KEEP
 
     keys = batch.select(KEY)
     (
@@ -121,8 +119,8 @@ def delete_changed(spark: SparkSession, path: str, batch: DataFrame, columns: li
     import uuid
 
     from lakejoin import delete_changed as write
-    from lakejoin.engine.markers import FINAL, PRE, BatchMarker, OutputCommit
-    from lakejoin.engine.records import BatchMode
+    from lakejoin.delta.markers import FINAL, PRE, BatchMarker, OutputCommit
+    from lakejoin.delta.records import BatchMode
 
     def marker(part: str) -> BatchMarker:
         return BatchMarker(1, part, BatchMode.INCREMENTAL, {}, {})
@@ -140,10 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     from delta.tables import DeltaTable
 
     from bench.measure import fingerprint
-    from lakejoin.engine.markers import operation_metrics
-    from lakejoin.keyed_tables import nullable
-    from lakejoin.session import spark_session
-    from lakejoin.sources import latest_version
+    from lakejoin.delta.markers import operation_metrics
+    from lakejoin.delta.session import spark_session
+    from lakejoin.delta.sources import latest_version
+    from lakejoin.sink.keyed_tables import nullable
 
     parser = argparse.ArgumentParser(prog="python -m bench.write_paths", description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=15_000_000)

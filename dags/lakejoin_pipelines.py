@@ -25,7 +25,7 @@ has a new version; if none has, no Spark starts and every view task is skipped. 
 output table is an Airflow Asset (`lakejoin://<pipeline>/<view>`), updated when a batch
 commits, so other DAGs can be scheduled on it.
 
-This file only wires (the task logic is lakejoin/airflow_tasks.py): Spark, Delta and Great
+This file only wires (the task logic is lakejoin/airflow/tasks.py): Spark, Delta and Great
 Expectations are imported inside the tasks.
 """
 
@@ -39,8 +39,8 @@ from airflow.sdk import DAG, Asset, Param, dag, task
 from airflow.sdk.exceptions import AirflowTimetableInvalid
 
 from lakejoin.errors import LakejoinError
-from lakejoin.spec import PipelineSpec, find_specs
-from lakejoin.spec_parse import load_spec
+from lakejoin.spec.model import PipelineSpec, find_specs
+from lakejoin.spec.parse import load_spec
 
 PIPELINES = Path(
     os.environ.get("LAKEJOIN_PIPELINES_DIR", Path(__file__).resolve().parent.parent / "pipelines")
@@ -93,9 +93,9 @@ def pipeline_dag(spec_file: Path, spec: PipelineSpec):  # noqa: ANN201 - an Airf
         },
     )
     def pipeline() -> None:
-        from lakejoin.airflow_submit import submit_batch
-        from lakejoin.airflow_tasks import BATCHES, batch_request, run_batches, view_result
-        from lakejoin.spec import SparkRun
+        from lakejoin.airflow.submit_operator import submit_batch
+        from lakejoin.airflow.tasks import BATCHES, batch_request, run_batches, view_result
+        from lakejoin.spec.model import SparkRun
 
         # A view that reads other views runs after them, as `lakejoin run` does. It still runs
         # when they were skipped (not selected in the trigger form), never after one failed.
@@ -105,7 +105,7 @@ def pipeline_dag(spec_file: Path, spec: PipelineSpec):  # noqa: ANN201 - an Airf
         for view in spec.view_order():
             task_args = {"retries": 0, "trigger_rule": "none_failed", "outlets": [view_asset(spec, view)]}
             # `spark: {run: submit}`: one spark-submit per view to the cluster of the spec's Spark
-            # connection (lakejoin/airflow_submit.py); otherwise the `batches` task ran them all.
+            # connection (lakejoin/airflow/submit_operator.py); otherwise the `batches` task ran them all.
             if submitted:
                 tasks[view] = submit_batch(str(spec_file), spec, view, batch_request, **task_args)
             else:

@@ -13,5 +13,5 @@ RUN pip install --no-cache-dir -c /opt/lakejoin/constraints.txt -e "/opt/lakejoi
 # `make install` does: every container of docker-compose.yaml runs this image, so a Spark start
 # in any of them lists these files (spark.jars, spark-submit --jars), resolves nothing and needs
 # no registry. Ivy's cache holds a second copy of each file and goes.
-RUN python -m lakejoin.jars \
- && rm -rf "$(python -c 'from lakejoin.jars import FOLDER; print(FOLDER)')/ivy/cache"
+RUN python -m lakejoin.delta.jars \
+ && rm -rf "$(python -c 'from lakejoin.delta.jars import FOLDER; print(FOLDER)')/ivy/cache"

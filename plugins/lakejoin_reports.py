@@ -29,9 +29,9 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
 from lakejoin.errors import LakejoinError
-from lakejoin.report_pages import document, link, table
-from lakejoin.spec import PipelineSpec, find_specs
-from lakejoin.spec_parse import load_spec
+from lakejoin.quality.report_pages import document, link, table
+from lakejoin.spec.model import PipelineSpec, find_specs
+from lakejoin.spec.parse import load_spec
 
 URL_PREFIX = "/lakejoin"
 DAG_PREFIX = "lakejoin_"
@@ -104,7 +104,7 @@ def report_file(pipeline: str, path: str) -> Response:
         raise HTTPException(status_code=404, detail=f"no pipeline named {pipeline!r}")
     if path in ("", "index.html"):
         # Rendered now, not served from the file the last batch wrote before its commit.
-        from lakejoin.reports import pipeline_index_page
+        from lakejoin.quality.reports import pipeline_index_page
 
         return HTMLResponse(pipeline_index_page(spec), headers={"Cache-Control": "no-cache"})
     root = reports_folder(spec)

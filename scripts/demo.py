@@ -62,7 +62,7 @@ def output_to(log: Path):
 
 def run_dag(dag, spec, number: int) -> None:  # noqa: ANN001 - an Airflow DAG, a PipelineSpec
     """One DAG run; then one line per view of what its batch did."""
-    from lakejoin.engine.log import BatchLog
+    from lakejoin.delta.log import BatchLog
 
     log = BatchLog.of(spec)
     before = {v: (r.batch_id if (r := log.last(v)) else 0) for v in spec.view_order()}
@@ -125,9 +125,9 @@ def main() -> None:
     os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(ROOT / "dags"))
     os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
     os.environ["GX_ANALYTICS_ENABLED"] = "False"
-    from lakejoin.demo import CHANGE_BATCHES, create_marketplace
-    from lakejoin.session import spark_session
-    from lakejoin.spec_parse import load_spec
+    from lakejoin.delta.session import spark_session
+    from lakejoin.demo.marketplace import CHANGE_BATCHES, create_marketplace
+    from lakejoin.spec.parse import load_spec
 
     started = time.monotonic()
     step(f"1. a small marketplace in {LAKEHOUSE.relative_to(ROOT)}")
@@ -165,7 +165,7 @@ def main() -> None:
     step("two of the views now")
     for view in SHOWN:
         show(spark, spec, view)
-    from lakejoin.reports import write_reports
+    from lakejoin.quality.reports import write_reports
 
     index = Path(write_reports(spec, views=spec.view_order(), last=1))  # as of the last commit
     step(f"done in {time.monotonic() - started:.0f} s: where to look")

@@ -46,7 +46,7 @@ TINY_DATA = {
 
 @pytest.fixture(scope="session")
 def spark():
-    from lakejoin.session import spark_session
+    from lakejoin.delta.session import spark_session
 
     session = spark_session(
         app_name="lakejoin-tests",

@@ -80,8 +80,8 @@ def lookup_path(spark, number: int) -> Iterator[None]:  # noqa: ANN001
       the new ones) forced, as for a batch of many keys into a large table;
     - 3: driver lookups, and the output written by deleting the changed keys and appending
       their rows (delete_changed.py), forced likewise."""
-    from lakejoin import driver_merge, lookups
-    from lakejoin.sink import ONE_MERGE_MAX_KEYS
+    from lakejoin.delta import lookups
+    from lakejoin.sink.choice import ONE_MERGE_MAX_KEYS, driver_merge
 
     route = number % 4
     conf = {lookups.ENABLED: "true" if route % 2 else "false"}

@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from lakejoin.delta.markers import FAILPOINT
+from lakejoin.delta.records import BatchStatus
 from lakejoin.engine.batch import BatchSummary, batch_log, run_view
-from lakejoin.engine.markers import FAILPOINT
-from lakejoin.engine.records import BatchStatus
-from lakejoin.spec import JoinHow, PipelineSpec
-from lakejoin.spec_parse import load_spec
+from lakejoin.spec.model import JoinHow, PipelineSpec
+from lakejoin.spec.parse import load_spec
 
 PRODUCTS = "product_id STRING, name STRING, price DOUBLE, merchant_id STRING"
 MERCHANTS = "merchant_id STRING, display_name STRING, photo_url STRING"
@@ -177,7 +177,7 @@ def pinned(lake: Lakehouse, spec: PipelineSpec, view: str) -> dict[str, int]:
 
 def list_join_oracle(lake: Lakehouse, spec: PipelineSpec, view: str) -> list[dict]:
     """The list_join recomputed in plain Python at the last committed pins."""
-    from lakejoin.spec import Duplicates
+    from lakejoin.spec.model import Duplicates
 
     join = spec.views[view].list_join
     left, right = spec.sources[join.left], spec.sources[join.right]
@@ -250,8 +250,8 @@ def rekey_oracle(lake: Lakehouse, spec: PipelineSpec, view: str) -> list[dict]:
 
 def state_table(lake: Lakehouse, spec: PipelineSpec, view: str) -> tuple[int, list[tuple]]:
     """A view's state table (rekey's index): its version and its rows, sorted."""
+    from lakejoin.delta.sources import latest_version
     from lakejoin.engine.write import state_path as routing_index_path
-    from lakejoin.sources import latest_version
 
     path = routing_index_path(spec, spec.views[view])
     frame = lake.spark.read.format("delta").load(path)
@@ -343,7 +343,7 @@ def run_cli_with_failpoint(
         settings = " ".join(f"--conf {key}={value}" for key, value in conf.items())
         env["PYSPARK_SUBMIT_ARGS"] = f"{settings} pyspark-shell"
     return subprocess.run(
-        [sys.executable, "-m", "lakejoin.cli", "run", spec_file, "--no-checks"],
+        [sys.executable, "-m", "lakejoin.cli.main", "run", spec_file, "--no-checks"],
         env=env,
         capture_output=True,
         text=True,

@@ -18,8 +18,8 @@ from lakejoin.errors import (
     SourceError,
     SpecError,
 )
-from lakejoin.spec import SparkRun
-from lakejoin.spec_parse import load_spec, parse_spec
+from lakejoin.spec.model import SparkRun
+from lakejoin.spec.parse import load_spec, parse_spec
 from tests.lakehouse import MERCHANTS, PRODUCTS, Lakehouse
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -181,7 +181,7 @@ def test_the_cli_prints_a_spec_error_without_a_traceback(tmp_path):
     file = tmp_path / "shop.yaml"
     file.write_text(GOOD.replace("right: merchants", "right: sellers"))
     result = subprocess.run(
-        [sys.executable, "-m", "lakejoin.cli", "run", str(file)],
+        [sys.executable, "-m", "lakejoin.cli.main", "run", str(file)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -415,7 +415,7 @@ DUPLICATES = {
 def test_a_duplicate_key_in_a_source(lake, table, on_driver):
     """A second row with an existing key: DuplicateKeyError naming the key value, the source and
     the version, whether the batch looks its few keys up on the driver or with Spark."""
-    from lakejoin import lookups
+    from lakejoin.delta import lookups
 
     key, duplicate, shown = DUPLICATES[table]
     lake.create("merchants", MERCHANTS, [ACME])

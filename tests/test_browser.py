@@ -200,7 +200,7 @@ def _trigger_with_full_refresh(page) -> None:
 def _assert_the_view_was_built(lake: Lakehouse, spec_file: Path, ui: AirflowServer) -> int:
     """The output equals a from-scratch join at the pinned versions; return the batch id."""
     from lakejoin.engine.batch import batch_log
-    from lakejoin.spec_parse import load_spec
+    from lakejoin.spec.parse import load_spec
 
     spec = load_spec(spec_file)
     record = batch_log(spec).last_committed(VIEW)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lakejoin.cli import main
+from lakejoin.cli.main import main
 from lakejoin.engine.batch import batch_log
 from tests.lakehouse import ADDRESSES, MASTERS, MERCHANTS, PERSONS, PRODUCTS, output_rows, write_spec
 

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from lakejoin.delta.jars import LOG4J, delta_package, jar_files
+from lakejoin.delta.records import BatchMode
 from lakejoin.engine.batch import batch_log
-from lakejoin.engine.records import BatchMode
-from lakejoin.jars import LOG4J, delta_package, jar_files
-from lakejoin.spec import PipelineSpec
+from lakejoin.spec.model import PipelineSpec
 from tests.lakehouse import MERCHANTS, PRODUCTS, Lakehouse
 
 pytestmark = pytest.mark.cluster
@@ -154,7 +154,9 @@ def test_a_submit_spec_makes_spark_submit_tasks(tmp_path, resolved):
     _submit_spec(lake)
     env = _airflow_env(tmp_path / "home", lake.root, "spark://127.0.0.1:7077")
     if resolved:
-        assert jar_files(), "Delta's jars were never resolved: run `make install` (python -m lakejoin.jars)"
+        assert jar_files(), (
+            "Delta's jars were never resolved: run `make install` (python -m lakejoin.delta.jars)"
+        )
     else:
         env["LAKEJOIN_JARS"] = str(tmp_path / "never-resolved")
     probe = (
@@ -176,7 +178,7 @@ def test_a_submit_spec_makes_spark_submit_tasks(tmp_path, resolved):
         "spark_default",
         "none_failed",
     )
-    assert task["application"] == str(REPO / "spark_jobs" / "lakejoin" / "submit.py")
+    assert task["application"] == str(REPO / "spark_jobs" / "lakejoin" / "airflow" / "submit.py")
     assert task["args"] == [str(lake.root / "shop.yaml"), "display_products"]
     assert task["conf"]["spark.pyspark.python"] == sys.executable
     assert {"spark.sql.catalog.spark_catalog", "spark.sql.extensions"} <= set(task["conf"])

@@ -66,7 +66,7 @@ def test_compose_file_validates_and_wires_airflow_postgres_and_spark():
 
 def test_every_spark_container_runs_the_image_that_resolved_deltas_jars_at_build():
     """Delta's jars are resolved once, when the image is built, after lakejoin is installed
-    (`python -m lakejoin.jars`); Airflow and the Spark master and worker all run that image, and
+    (`python -m lakejoin.delta.jars`); Airflow and the Spark master and worker all run that image, and
     nothing asks for packages (an Ivy resolution, a registry) when a container runs."""
     text = compose_config()
     services = yaml.safe_load(text)["services"]
@@ -78,7 +78,7 @@ def test_every_spark_container_runs_the_image_that_resolved_deltas_jars_at_build
     dockerfile = (REPO / "docker" / "airflow.Dockerfile").read_text()
     steps = [line for line in dockerfile.splitlines() if line.startswith("RUN ")]
     installs = [i for i, step in enumerate(steps) if "pip install" in step and "/opt/lakejoin" in step]
-    resolves = [i for i, step in enumerate(steps) if step.startswith("RUN python -m lakejoin.jars")]
+    resolves = [i for i, step in enumerate(steps) if step.startswith("RUN python -m lakejoin.delta.jars")]
     assert installs and resolves and installs[-1] < resolves[0], steps
     for packages in ("--packages", "spark.jars.packages", "configure_spark_with_delta_pip"):
         assert packages not in text and packages not in dockerfile, packages

@@ -70,8 +70,8 @@ def airflow_home(tmp_path_factory):
 @pytest.fixture
 def own_pipeline(airflow_home, spark, request):
     """A pipeline of this test's own (spec, lake and DAG), so no other test's changes reach it."""
-    from lakejoin.demo import create_marketplace
-    from lakejoin.spec_parse import load_spec
+    from lakejoin.demo.marketplace import create_marketplace
+    from lakejoin.spec.parse import load_spec
 
     name = request.node.name.removeprefix("test_")[:24].rstrip("_")
     root = airflow_home / name
@@ -209,9 +209,9 @@ def test_dag_runs_maintain_the_views(airflow_home, spark):
     with params updates one view; a view's task run without `batches` runs a batch of its own."""
     from airflow.utils.state import DagRunState, TaskInstanceState
 
-    from lakejoin.demo import CHANGE_BATCHES, create_marketplace
+    from lakejoin.demo.marketplace import CHANGE_BATCHES, create_marketplace
     from lakejoin.engine.batch import batch_log
-    from lakejoin.spec_parse import load_spec
+    from lakejoin.spec.parse import load_spec
 
     spec = load_spec(airflow_home / "pipelines" / "market.yaml")
     create_marketplace(spark, str(airflow_home / "lake"))
@@ -258,7 +258,7 @@ def test_a_failing_batch_fails_its_task(airflow_home, spark):
     from airflow.utils.state import DagRunState, TaskInstanceState
 
     from lakejoin.engine.batch import batch_log
-    from lakejoin.spec_parse import load_spec
+    from lakejoin.spec.parse import load_spec
 
     spec = load_spec(airflow_home / "pipelines" / "market.yaml")
     before = batch_log(spec).last_committed("listed_products")
@@ -286,8 +286,8 @@ def test_nothing_new_skips_without_spark_and_a_repair_runs_from_the_form(own_pip
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
+    from lakejoin.delta.records import BatchMode
     from lakejoin.engine.batch import batch_log
-    from lakejoin.engine.records import BatchMode
 
     spec = own_pipeline
     dag = dag_bag().dags[f"lakejoin_{spec.name}"]
@@ -330,7 +330,7 @@ def test_a_failing_expectation_fails_its_task_and_names_it(own_pipeline, airflow
 
     from airflow.utils.state import DagRunState, TaskInstanceState
 
-    from lakejoin.quality import reports_folder
+    from lakejoin.quality.checks import reports_folder
 
     spec = own_pipeline
     suite = airflow_home / "expectations" / spec.name / "listed_products.json"

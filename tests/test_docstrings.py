@@ -15,10 +15,10 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNNABLE = [
-    "lakejoin.spec",
-    "lakejoin.spec_parse",
-    "lakejoin.repair",
-    "lakejoin.airflow_submit",
+    "lakejoin.spec.model",
+    "lakejoin.spec.parse",
+    "lakejoin.engine.repair",
+    "lakejoin.airflow.submit_operator",
     "lakejoin.engine.pipeline",
 ]
 

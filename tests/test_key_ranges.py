@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from lakejoin import key_ranges
-from lakejoin.key_ranges import KeyRange
-from lakejoin.keyed_tables import ensure_keyed_table
-from lakejoin.sink import KEEP, merge_by_key
+from lakejoin.delta import key_ranges
+from lakejoin.delta.key_ranges import KeyRange
+from lakejoin.sink.choice import KEEP, merge_by_key
+from lakejoin.sink.keyed_tables import ensure_keyed_table
 
 pytestmark = pytest.mark.delta
 
@@ -113,7 +113,7 @@ def change_rows(spark, path: str, since: int) -> list[tuple[int, str]]:
 def test_a_full_write_changes_only_the_rows_that_differ(spark, tmp_path, monkeypatch):
     """A full recompute is compared with the table first: the change feed then holds the
     updated, deleted and inserted keys and nothing of the 980 rows that stayed the same."""
-    from lakejoin.sources import latest_version
+    from lakejoin.delta.sources import latest_version
 
     path = filled(spark, tmp_path, monkeypatch)
     filled_at = latest_version(spark, path, role=path)
@@ -136,8 +136,8 @@ def test_a_write_without_a_batch_commit_is_one_merge_and_applies_once(spark, tmp
     Repeated inside the same `idempotent` block, it finds nothing to write and commits nothing."""
     from deltalake import DeltaTable
 
-    from lakejoin.engine.markers import idempotent
-    from lakejoin.sources import latest_version
+    from lakejoin.delta.markers import idempotent
+    from lakejoin.delta.sources import latest_version
 
     path = filled(spark, tmp_path, monkeypatch)
     before = latest_version(spark, path, role=path)
@@ -179,11 +179,10 @@ def test_a_batch_of_a_few_scattered_keys_is_one_merge_that_reads_only_their_file
     feed holds those three keys only. Forced to split, the same batch takes two commits."""
     from pyspark.sql import functions as F
 
-    from lakejoin import delete_changed, driver_merge
-    from lakejoin.engine.markers import FINAL, PRE, BatchMarker, OutputCommit
-    from lakejoin.engine.records import BatchMode
-    from lakejoin.sink import ONE_MERGE_MAX_KEYS
-    from lakejoin.sources import latest_version
+    from lakejoin.delta.markers import FINAL, PRE, BatchMarker, OutputCommit
+    from lakejoin.delta.records import BatchMode
+    from lakejoin.delta.sources import latest_version
+    from lakejoin.sink.choice import ONE_MERGE_MAX_KEYS, delete_changed, driver_merge
 
     path = filled(spark, tmp_path, monkeypatch)
     before = latest_version(spark, path, role=path)

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from lakejoin import lookups
+from lakejoin.delta import lookups
 
 pytestmark = pytest.mark.unit
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from lakejoin.engine.markers import FINAL, PRE, BatchMarker, OutputBatches, find_commit
-from lakejoin.engine.records import BatchMode
+from lakejoin.delta.markers import FINAL, PRE, BatchMarker, OutputBatches, find_commit
+from lakejoin.delta.records import BatchMode
 
 pytestmark = pytest.mark.unit
 

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.e2e
 PROBE = """\
 import json, sys
 sys.modules["pyspark"] = None
-from lakejoin.cli import main
+from lakejoin.cli.main import main
 codes = [main(command) for command in json.loads(sys.argv[1])]
 loaded = [m for m, module in list(sys.modules.items())
           if module is not None and m.split(".")[0] in ("pyspark", "py4j", "delta")]

@@ -19,16 +19,15 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from lakejoin import delete_changed, driver_merge
+from lakejoin.delta.log import BatchLog
+from lakejoin.delta.markers import app_id, output_batches
+from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus
+from lakejoin.delta.sources import history_may_hold_changes
 from lakejoin.engine.batch import BatchOutcome, batch_log
-from lakejoin.engine.log import BatchLog
-from lakejoin.engine.markers import app_id, output_batches
-from lakejoin.engine.records import BatchMode, BatchRecord, BatchStatus
+from lakejoin.engine.pending import pending_work
 from lakejoin.engine.write import state_path
 from lakejoin.errors import BatchStateError, QualityCheckError
-from lakejoin.pending import pending_work
-from lakejoin.sink import ONE_MERGE_MAX_KEYS
-from lakejoin.sources import history_may_hold_changes
+from lakejoin.sink.choice import ONE_MERGE_MAX_KEYS, delete_changed, driver_merge
 from tests.lakehouse import (
     CLI_TIMEOUT,
     MERCHANTS,
@@ -303,7 +302,7 @@ def test_two_runs_of_one_view_started_together_commit_the_batch_once(lake):
     lake.run(spec, checks=False)
     change_everything_once(lake)
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("PYSPARK_GATEWAY")}
-    command = [sys.executable, "-m", "lakejoin.cli", "run", spec.file, "--no-checks"]
+    command = [sys.executable, "-m", "lakejoin.cli.main", "run", spec.file, "--no-checks"]
     runs = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)]
     runs.append(
         subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -494,7 +493,7 @@ def test_output_and_state_are_created_with_deletion_vectors_unless_the_session_s
     """Spark's MERGE (a batch above the driver MERGE's few keys, forced here) marks replaced rows
     in a deletion vector instead of rewriting every file a random key touches; a session whose
     Delta default for new tables turns them off is obeyed."""
-    from lakejoin import driver_merge
+    from lakejoin.sink import driver_merge
 
     spec = seeded(lake, extra="  products_by_name:\n    rekey: {source: display_products, key: name}\n")
     lake.run(spec, checks=False)

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from lakejoin.delta.records import BatchStatus
 from lakejoin.engine.batch import batch_log
-from lakejoin.engine.records import BatchStatus
 from lakejoin.errors import KeyConflictError
 from tests.lakehouse import (
     MASTERS,

@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from lakejoin.delta.records import BatchMode
 from lakejoin.engine.batch import BatchOutcome, batch_log
-from lakejoin.engine.records import BatchMode
+from lakejoin.engine.repair import RepairRange, requested_repair
 from lakejoin.errors import RepairError
-from lakejoin.repair import RepairRange, requested_repair
 from tests.lakehouse import (
     ADDRESSES,
     MASTERS,

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from lakejoin import data_docs
 from lakejoin.errors import ExpectationSuiteError, QualityCheckError
+from lakejoin.quality import data_docs
 from tests.lakehouse import MERCHANTS, PRODUCTS, Lakehouse
 
 pytestmark = pytest.mark.delta
@@ -48,7 +48,7 @@ def reported(spark, tmp_path_factory):
     (expectations / "shop" / f"{VIEW}.json").write_text(suite(PRICE_UNDER_10))
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("LAKEJOIN_EXPECTATIONS_DIR", str(expectations))
-        patch.setattr("lakejoin.data_docs.KEPT_BATCHES", 1)
+        patch.setattr("lakejoin.quality.data_docs.KEPT_BATCHES", 1)
         lake.create("merchants", MERCHANTS, [("m1", "Acme", "a.png"), ("m2", "Bolt", "b.png")])
         lake.create("products", PRODUCTS, [("p1", "pen", 1.0, "m1"), ("p2", "cup", 2.0, "m2")])
         spec = lake.spec("left")
@@ -140,7 +140,7 @@ def test_a_failed_user_expectation_stops_the_batch_and_its_page_shows_it(lake, m
 
 
 def test_a_malformed_suite_names_the_file_and_the_expectation(tmp_path):
-    from lakejoin.suites import load_suite
+    from lakejoin.quality.suites import load_suite
 
     bad = tmp_path / f"{VIEW}.json"
     bad.write_text(suite(PRICE_UNDER_10, {"type": "expect_prices_to_be_fair", "kwargs": {}}))
@@ -158,7 +158,7 @@ def test_a_malformed_suite_names_the_file_and_the_expectation(tmp_path):
 
 
 def test_lakejoin_report_rewrites_the_pages(reported, capsys, monkeypatch):
-    from lakejoin.cli import main
+    from lakejoin.cli.main import main
 
     lake, _, reports = reported
     monkeypatch.setenv("COLUMNS", "250")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from lakejoin.errors import SpecError
-from lakejoin.spec import EnrichMode, JoinHow
-from lakejoin.spec_parse import parse_spec
+from lakejoin.spec.model import EnrichMode, JoinHow
+from lakejoin.spec.parse import parse_spec
 
 pytestmark = pytest.mark.unit
 

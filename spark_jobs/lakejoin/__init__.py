@@ -13,12 +13,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.errors import LakejoinError, SpecError
-from lakejoin.spec import PipelineSpec
-from lakejoin.spec_parse import load_spec
+from lakejoin.spec.model import PipelineSpec
+from lakejoin.spec.parse import load_spec
 
 if TYPE_CHECKING:
+    from lakejoin.delta.session import spark_session
     from lakejoin.engine.batch import run_view
-    from lakejoin.session import spark_session
 
 __all__ = ["LakejoinError", "PipelineSpec", "SpecError", "load_spec", "run_view", "spark_session"]
 
@@ -29,7 +29,7 @@ def __getattr__(name: str) -> Any:
 
         return run_view
     if name == "spark_session":
-        from lakejoin.session import spark_session
+        from lakejoin.delta.session import spark_session
 
         return spark_session
     raise AttributeError(name)

@@ -16,23 +16,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from lakejoin import quality
+from lakejoin.delta.key_ranges import materialised
+from lakejoin.delta.log import BatchLog
+from lakejoin.delta.markers import failpoint
+from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus
 from lakejoin.engine.changes import source_changes
-from lakejoin.engine.log import BatchLog
-from lakejoin.engine.markers import failpoint
 from lakejoin.engine.plan import BatchPlan, Skip, input_columns, latest_pin, plan_batch, plan_repair
-from lakejoin.engine.records import BatchMode, BatchRecord, BatchStatus
 from lakejoin.engine.write import state_path, write_output, write_state
 from lakejoin.errors import KeyConflictError, QualityCheckError, RepairError
-from lakejoin.key_ranges import materialised
-from lakejoin.spec import PipelineSpec, View, ViewKind
+from lakejoin.quality import checks as quality
+from lakejoin.spec.model import PipelineSpec, View, ViewKind
 from lakejoin.views.base import ViewKindLogic
 from lakejoin.views.context import BatchContext
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from lakejoin.repair import RepairRange
+    from lakejoin.engine.repair import RepairRange
 
 
 class Phase(enum.Enum):

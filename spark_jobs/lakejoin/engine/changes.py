@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lakejoin.changes import net_changes, no_changes, read_change_feed, translate_read_error
+from lakejoin.delta.change_feed import net_changes, no_changes, read_change_feed, translate_read_error
+from lakejoin.delta.key_ranges import KeyRange, materialised
+from lakejoin.delta.sources import snapshot
+from lakejoin.engine.repair import repair_changes
 from lakejoin.errors import NullKeyError
-from lakejoin.key_ranges import KeyRange, materialised
-from lakejoin.repair import repair_changes
-from lakejoin.sources import snapshot
-from lakejoin.spec import Source
+from lakejoin.spec.model import Source
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

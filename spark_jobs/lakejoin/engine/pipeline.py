@@ -24,8 +24,8 @@ from lakejoin.errors import LakejoinError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from lakejoin.repair import RepairRange
-    from lakejoin.spec import PipelineSpec
+    from lakejoin.engine.repair import RepairRange
+    from lakejoin.spec.model import PipelineSpec
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lakejoin.engine.log import BatchLog
-from lakejoin.engine.markers import (
+from lakejoin.delta.log import BatchLog
+from lakejoin.delta.markers import (
     FINAL,
     PRE,
     BatchMarker,
@@ -26,15 +26,15 @@ from lakejoin.engine.markers import (
     operation_metrics,
     output_batches,
 )
-from lakejoin.engine.records import BatchMode, BatchRecord, BatchStatus, last_of
+from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus, last_of
+from lakejoin.delta.sources import history_may_hold_changes
 from lakejoin.errors import BatchStateError, ChangeFeedMissingError, RepairError, SourceError
-from lakejoin.sources import history_may_hold_changes
-from lakejoin.spec import PipelineSpec, Source, View
+from lakejoin.spec.model import PipelineSpec, Source, View
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from lakejoin.repair import RepairRange
+    from lakejoin.engine.repair import RepairRange
     from lakejoin.views.base import ViewKindLogic
 
 
@@ -272,7 +272,7 @@ def input_columns(spec: PipelineSpec, view: View, kind: ViewKindLogic, pinned: M
     from deltalake import DeltaTable
     from pyspark.sql.types import StructType
 
-    from lakejoin.schema_checks import check_view_schemas
+    from lakejoin.spec.schema_checks import check_view_schemas
 
     schemas: dict[str, dict[str, str]] = {}
     for source in kind.sources:

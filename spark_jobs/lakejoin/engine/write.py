@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lakejoin.engine.markers import FINAL, PRE, OutputCommit, app_id, idempotent
+from lakejoin.delta.markers import FINAL, PRE, OutputCommit, app_id, idempotent
 from lakejoin.errors import ConcurrentBatchError
-from lakejoin.keyed_tables import drift_error, ensure_output, schema_drift
-from lakejoin.merge_terms import MergeCounts
-from lakejoin.sink import merge_affected, merge_full, replace_output
-from lakejoin.spec import PipelineSpec, View
+from lakejoin.sink.choice import merge_affected, merge_full, replace_output
+from lakejoin.sink.keyed_tables import drift_error, ensure_output, schema_drift
+from lakejoin.sink.merge_terms import MergeCounts
+from lakejoin.spec.model import PipelineSpec, View
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lakejoin.key_ranges import KeyRange
-from lakejoin.spec import PipelineSpec, Source, View
+from lakejoin.delta.key_ranges import KeyRange
+from lakejoin.spec.model import PipelineSpec, Source, View
 from lakejoin.views.context import STATE
 
 if TYPE_CHECKING:

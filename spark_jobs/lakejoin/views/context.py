@@ -12,11 +12,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lakejoin import lookups
+from lakejoin.delta import lookups
+from lakejoin.delta.key_ranges import KeyRange, Keys
+from lakejoin.delta.sources import snapshot
 from lakejoin.errors import DuplicateKeyError, NullKeyError
-from lakejoin.key_ranges import KeyRange, Keys
-from lakejoin.sources import snapshot
-from lakejoin.spec import PipelineSpec, Source, View
+from lakejoin.spec.model import PipelineSpec, Source, View
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -60,14 +60,14 @@ class BatchContext:
 
     @property
     def full(self) -> bool:
-        from lakejoin.engine.records import BatchMode
+        from lakejoin.delta.records import BatchMode
 
         return self.plan.mode is BatchMode.FULL_REFRESH
 
     @property
     def repairing(self) -> bool:
         """A repair re-derives rows to mend the output, so it must not reuse the output's rows."""
-        from lakejoin.engine.records import BatchMode
+        from lakejoin.delta.records import BatchMode
 
         return self.plan.mode is BatchMode.REPAIR
 
@@ -157,8 +157,8 @@ class BatchContext:
         """
         from pyspark.sql import functions as F
 
-        from lakejoin.changes import upserts
-        from lakejoin.key_ranges import materialised
+        from lakejoin.delta.change_feed import upserts
+        from lakejoin.delta.key_ranges import materialised
 
         key = source.key
         if bounds is None:
@@ -235,7 +235,7 @@ class BatchContext:
         """`rows_of` for keys listed on the driver (`values`; `changed`: those that changed in
         this batch, whose rows come from `changes`): the other keys' rows come from a driver
         lookup, no Spark job. None when delta-rs does not read the table (take `rows_of`)."""
-        from lakejoin.changes import upserts
+        from lakejoin.delta.change_feed import upserts
 
         # The changed keys are looked up too: their rows in the snapshot are not used, but a key
         # the snapshot holds twice must fail as it does in `rows_of`.
@@ -251,7 +251,7 @@ class BatchContext:
         another side reached, `reached`) and their rows at the pin, found on the driver (the
         keys as `key_ranges.materialised` gives them, and `rows_of`'s rows). None when they are
         too many, or of a type or in a table a driver lookup does not take (use Spark)."""
-        from lakejoin.key_ranges import enabled
+        from lakejoin.delta.key_ranges import enabled
 
         changed = self.key_values(changes, source.key, self.changed.get(source.name))
         if changed is None:

@@ -33,9 +33,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lakejoin import quality, routing
-from lakejoin.key_ranges import materialised
-from lakejoin.spec import Dimension, EnrichMode, JoinHow, PipelineSpec, Source, View
+from lakejoin.delta import routing
+from lakejoin.delta.key_ranges import materialised
+from lakejoin.quality import checks as quality
+from lakejoin.spec.model import Dimension, EnrichMode, JoinHow, PipelineSpec, Source, View
 from lakejoin.views.base import Rebuilt, Validation, ViewKindLogic
 from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out

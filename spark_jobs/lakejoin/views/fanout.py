@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lakejoin.sources import logged_row_count
+from lakejoin.delta.sources import logged_row_count
 
 if TYPE_CHECKING:
-    from lakejoin.spec import Source
+    from lakejoin.spec.model import Source
     from lakejoin.views.context import BatchContext
 
 

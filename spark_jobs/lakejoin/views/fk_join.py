@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from lakejoin import quality, routing
-from lakejoin.key_ranges import Keys, materialised
-from lakejoin.spec import FkJoin, JoinHow, PipelineSpec, View
+from lakejoin.delta import routing
+from lakejoin.delta.key_ranges import Keys, materialised
+from lakejoin.quality import checks as quality
+from lakejoin.spec.model import FkJoin, JoinHow, PipelineSpec, View
 from lakejoin.views.base import Rebuilt, Validation, ViewKindLogic
 from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out

@@ -26,10 +26,10 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from lakejoin import routing
-from lakejoin.changes import CHANGE, ChangeKind
-from lakejoin.key_ranges import materialised
-from lakejoin.spec import Duplicates, ListJoin, PipelineSpec, View
+from lakejoin.delta import routing
+from lakejoin.delta.change_feed import CHANGE, ChangeKind
+from lakejoin.delta.key_ranges import materialised
+from lakejoin.spec.model import Duplicates, ListJoin, PipelineSpec, View
 from lakejoin.views.base import Rebuilt, Validation, ViewKindLogic
 from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
@@ -289,7 +289,7 @@ class ListJoinView(ViewKindLogic):
         holds them now, read on the driver; None when delta-rs does not read it."""
         from deltalake import DeltaTable
 
-        from lakejoin import lookups
+        from lakejoin.delta import lookups
 
         path = self.view.path
         version = DeltaTable(path).version()

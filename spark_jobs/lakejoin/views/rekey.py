@@ -25,10 +25,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from lakejoin.changes import CHANGE, VERSION, ChangeKind, net_changes, read_change_feed
+from lakejoin.delta.change_feed import CHANGE, VERSION, ChangeKind, net_changes, read_change_feed
 from lakejoin.errors import KeyConflictError
-from lakejoin.sink import KEEP
-from lakejoin.spec import OnConflict, PipelineSpec, View
+from lakejoin.sink.choice import KEEP
+from lakejoin.spec.model import OnConflict, PipelineSpec, View
 from lakejoin.views.base import Rebuilt, Validation, ViewKindLogic
 from lakejoin.views.context import STATE, BatchContext
 
@@ -174,7 +174,7 @@ class RekeyView(ViewKindLogic):
         """The index rows, at its pinned version, whose `column` is one of `values` (less those
         whose `excluding` column holds one of its values), read on the driver; None when they
         are too many or delta-rs does not read the index."""
-        from lakejoin import lookups
+        from lakejoin.delta import lookups
 
         path, version = ctx.state_path, ctx.plan.pinned_versions[STATE]
         few = len(values) <= lookups.max_keys(ctx.spark) and lookups.literal_keys(values)
@@ -230,7 +230,7 @@ class RekeyView(ViewKindLogic):
     def validations(self, ctx: BatchContext, written: DataFrame) -> list[Validation]:
         import great_expectations as gx
 
-        from lakejoin import quality
+        from lakejoin.quality import checks as quality
 
         v, k = self.rekey.key, self.master.key
         master = ctx.snapshot(self.master)
@@ -258,7 +258,7 @@ def shown_conflicts(clashes: list, v: str, k: str, *, limit: int) -> str:  # noq
 
 
 def ensure_index(spark: SparkSession, path: str, rows: DataFrame) -> None:
-    from lakejoin.keyed_tables import ensure_keyed_table
+    from lakejoin.sink.keyed_tables import ensure_keyed_table
 
     schema = rows.schema
     ensure_keyed_table(spark, path, schema)
@@ -269,6 +269,6 @@ def merge_index(
 ) -> None:
     """Upsert the rows whose `_lj_keep` is true, delete the others (and, with `full`, every
     master key not in `source`)."""
-    from lakejoin.sink import merge_by_key
+    from lakejoin.sink.choice import merge_by_key
 
     merge_by_key(spark, path, source, [key], columns, full=full)

@@ -1,4 +1,4 @@
-"""Builds the typed spec model (`lakejoin.spec`) from YAML: sources, views of each kind, the views'
+"""Builds the typed spec model (`lakejoin.spec.model`) from YAML: sources, views of each kind, the views'
 dependency order and the sources that views become for the views that read them.
 
 >>> spec = load_spec("pipelines/marketplace.yaml")
@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from lakejoin.errors import SpecError
-from lakejoin.spec import (
+from lakejoin.spec.kinds import PARSERS, Known
+from lakejoin.spec.model import (
     Enrich,
     PipelineSpec,
     Rekey,
@@ -24,8 +25,7 @@ from lakejoin.spec import (
     View,
     ViewKind,
 )
-from lakejoin.spec_kinds import PARSERS, Known
-from lakejoin.spec_yaml import SpecReader, compose_with_lines
+from lakejoin.spec.yaml_lines import SpecReader, compose_with_lines
 
 
 def _resolve(base: Path, path: str) -> str:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from lakejoin.spec import (
+from lakejoin.spec.model import (
     FANOUT_THRESHOLD,
     Definition,
     Dimension,
@@ -24,7 +24,7 @@ from lakejoin.spec import (
     Rekey,
     ViewKind,
 )
-from lakejoin.spec_yaml import SpecReader, describe
+from lakejoin.spec.yaml_lines import SpecReader, describe
 
 
 @dataclass(frozen=True)

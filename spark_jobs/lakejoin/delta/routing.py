@@ -73,7 +73,7 @@ def routed_on_driver(
     which keeps them on the executors)."""
     import pyarrow.compute as pc
 
-    from lakejoin import lookups
+    from lakejoin.delta import lookups
 
     if not changed_right_keys:
         return []
@@ -97,8 +97,8 @@ def holding_on_driver(
     import pyarrow.compute as pc
     from deltalake import DeltaTable, QueryBuilder
 
-    from lakejoin import lookups
-    from lakejoin.driver_merge import _q
+    from lakejoin.delta import lookups
+    from lakejoin.sink.driver_merge import _q
 
     if not changed_right_keys:
         return []

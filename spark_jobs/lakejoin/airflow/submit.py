@@ -2,16 +2,16 @@
 
     spark-submit --jars .venv/spark-jars/ivy/jars/io.delta_delta-spark_4.1_2.13-4.4.0.jar,... \\
         --py-files lakejoin.zip \\
-        spark_jobs/lakejoin/submit.py pipelines/marketplace.yaml display_products \\
+        spark_jobs/lakejoin/airflow/submit.py pipelines/marketplace.yaml display_products \\
         [--full-refresh | --repair-from=V|TIMESTAMP [--repair-to=V|TIMESTAMP]]
 
-`--jars` lists Delta's jar files as `python -m lakejoin.jars` resolved them once at install
-(`lakejoin.jars.jar_files()`): nothing is resolved when the batch starts, and no registry is
+`--jars` lists Delta's jar files as `python -m lakejoin.delta.jars` resolved them once at install
+(`lakejoin.delta.jars.jar_files()`): nothing is resolved when the batch starts, and no registry is
 needed. Where they were never resolved, `--packages` with Delta's coordinate does the same, with
 an Ivy resolution at every start.
 
 Airflow's SparkSubmitOperator runs it for a spec with `spark: {run: submit}`
-(`lakejoin.airflow_submit`). It prints the batch summary, then one line `lakejoin-batch {...}`
+(`lakejoin.airflow.submit_operator`). It prints the batch summary, then one line `lakejoin-batch {...}`
 with the figures the in-process task keeps as its XCom (JSON). A batch that fails (a failed
 data-quality check, a source without CDF...) exits with status 2 and the error as the last
 line, so the Airflow task fails with the reason in its log.
@@ -27,22 +27,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lakejoin.delta.session import SUBMITTED, spark_session
 from lakejoin.errors import LakejoinError
-from lakejoin.session import SUBMITTED, spark_session
-from lakejoin.spec_parse import load_spec
+from lakejoin.spec.parse import load_spec
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from lakejoin.spec import PipelineSpec
+    from lakejoin.spec.model import PipelineSpec
 
 RESULT_PREFIX = "lakejoin-batch "
 
 
 def parser() -> argparse.ArgumentParser:
     """The application's arguments: the spec, the view, and the batch's options, written the way
-    `lakejoin.airflow_submit.batch_arguments` writes a batch request."""
-    parser = argparse.ArgumentParser(prog="lakejoin.submit", description=__doc__.splitlines()[0])
+    `lakejoin.airflow.submit_operator.batch_arguments` writes a batch request."""
+    parser = argparse.ArgumentParser(prog="lakejoin.airflow.submit", description=__doc__.splitlines()[0])
     parser.add_argument("spec", help="path to the pipeline spec (YAML), as the driver sees it")
     parser.add_argument("view", help="the view to run one batch of")
     parser.add_argument(
@@ -57,7 +57,7 @@ def parser() -> argparse.ArgumentParser:
 
 def batch_options(args: argparse.Namespace) -> dict[str, Any]:
     """The keywords of `lakejoin.engine.batch.run_view` the arguments ask for."""
-    from lakejoin.repair import RepairRange
+    from lakejoin.engine.repair import RepairRange
 
     repair = None
     if args.repair_from or args.repair_to:
@@ -95,7 +95,7 @@ def _run(spark: SparkSession, spec: PipelineSpec, view: str, options: dict[str, 
     from rich.console import Console
 
     import lakejoin
-    from lakejoin.cli import summary_table
+    from lakejoin.cli.main import summary_table
     from lakejoin.engine.batch import run_view
 
     context = spark.sparkContext

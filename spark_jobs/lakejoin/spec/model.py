@@ -4,7 +4,7 @@ This module is the model; `spec_parse` builds it (`load_spec`, `parse_spec`) fro
 `spec_yaml`. The model imports neither: the parser depends on the model, never the reverse. All
 three stay importable without Spark: Airflow's DAG files parse specs at parse time.
 
->>> from lakejoin.spec_parse import load_spec
+>>> from lakejoin.spec.parse import load_spec
 >>> spec = load_spec("pipelines/marketplace.yaml")
 >>> spec.views["display_products"].fk_join.how
 <JoinHow.LEFT: 'left'>

@@ -2,7 +2,7 @@
 
 Local Spark (`local[*]`) is the default. A Spark master URL or a Spark Connect address comes
 from the environment (`LAKEJOIN_SPARK_MASTER`, `LAKEJOIN_SPARK_REMOTE`) or the spec's `spark:`
-block, in that order. In an application spark-submit started (`lakejoin.submit`), spark-submit's
+block, in that order. In an application spark-submit started (`lakejoin.airflow.submit`), spark-submit's
 master, app name and `--conf` settings stand. Every table lakejoin creates has its Change Data
 Feed on, through Delta's session default for new tables.
 
@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from lakejoin.spec import SparkSettings
+    from lakejoin.spec.model import SparkSettings
 
-# Set by `lakejoin.submit`: the session is spark-submit's, with its master, name and jars.
+# Set by `lakejoin.airflow.submit`: the session is spark-submit's, with its master, name and jars.
 SUBMITTED = "LAKEJOIN_SPARK_SUBMITTED"
 DELTA_CONFIG = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -65,10 +65,10 @@ def spark_session(
     builder = SparkSession.builder.appName(app_name).master(master or "local[*]")
     for key, value in {**DELTA_CONFIG, **LOCAL_CONFIG, **(extra or {})}.items():
         builder = builder.config(key, value)
-    from lakejoin.jars import LOG4J, jar_files
+    from lakejoin.delta.jars import LOG4J, jar_files
 
     files = jar_files()
-    if files:  # resolved once at install (lakejoin/jars.py): no Ivy, no registry, a quiet start
+    if files:  # resolved once at install (lakejoin/delta/jars.py): no Ivy, no registry, a quiet start
         builder = builder.config("spark.jars", ",".join(files))
         if not verbose:
             options = f"-Dlog4j2.configurationFile=file:{LOG4J}"
@@ -83,7 +83,7 @@ def spark_session(
 
 
 def _submitted_session(extra: dict[str, str] | None) -> SparkSession:
-    """The session of an application spark-submit started (`lakejoin.submit`).
+    """The session of an application spark-submit started (`lakejoin.airflow.submit`).
 
     spark-submit already chose the master and the app name and put Delta's jars on the classpath
     (`--jars`, the files resolved at install; `--packages` where they never were); a builder
@@ -103,7 +103,7 @@ def _submitted_session(extra: dict[str, str] | None) -> SparkSession:
 
 
 if __name__ == "__main__":
-    # `python -m lakejoin.session` fetches Delta's jars once (Ivy cache) and proves Delta works.
+    # `python -m lakejoin.delta.session` fetches Delta's jars once (Ivy cache) and proves Delta works.
     spark = spark_session()
     print(f"Spark {spark.version} with Delta is ready (master {spark.sparkContext.master})")
     spark.stop()

@@ -25,13 +25,13 @@ from rich.logging import RichHandler
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from lakejoin.engine.records import BatchMode
+from lakejoin.delta.records import BatchMode
 from lakejoin.errors import LakejoinError
-from lakejoin.spec import PipelineSpec
-from lakejoin.spec_parse import load_spec
+from lakejoin.spec.model import PipelineSpec
+from lakejoin.spec.parse import load_spec
 
 if TYPE_CHECKING:
-    from lakejoin.repair import RepairRange
+    from lakejoin.engine.repair import RepairRange
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -83,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         spec = load_spec(args.spec)
         if args.command == "run":
-            from lakejoin.repair import RepairRange
+            from lakejoin.engine.repair import RepairRange
 
             repair = None
             if args.repair_from or args.repair_to:
@@ -117,9 +117,9 @@ def _run(
     fail_fast: bool = False,
     verbose: bool = False,
 ) -> int:
+    from lakejoin.delta.session import spark_session
     from lakejoin.engine.batch import Phase
     from lakejoin.engine.pipeline import ViewResult, ViewState, run_pipeline, tally
-    from lakejoin.session import spark_session
 
     unknown = [v for v in views or [] if v not in spec.views]
     if unknown:
@@ -183,7 +183,7 @@ def _run(
 
 
 def _report(console: Console, spec: PipelineSpec, views: list[str] | None, *, last: int) -> int:
-    from lakejoin.reports import write_reports
+    from lakejoin.quality.reports import write_reports
 
     unknown = [v for v in views or [] if v not in spec.views]
     if unknown:
@@ -279,7 +279,7 @@ def _status(console: Console, spec: PipelineSpec) -> int:
     """Where each view stands, from the batch log and the tables' Delta logs (delta-rs: no JVM)."""
     from deltalake import DeltaTable
 
-    from lakejoin.engine.log import BatchLog
+    from lakejoin.delta.log import BatchLog
 
     log = BatchLog.of(spec)
     histories = log.histories(spec.view_order())

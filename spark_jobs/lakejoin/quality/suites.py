@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from lakejoin.errors import ExpectationSuiteError
-from lakejoin.spec import PipelineSpec, View
+from lakejoin.spec.model import PipelineSpec, View
 
 EXPECTATIONS_DIR = "LAKEJOIN_EXPECTATIONS_DIR"
 SUFFIXES = (".json", ".yml", ".yaml")

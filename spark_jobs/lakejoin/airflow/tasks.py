@@ -24,11 +24,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from lakejoin.spec import PipelineSpec
-from lakejoin.spec_parse import load_spec
+from lakejoin.spec.model import PipelineSpec
+from lakejoin.spec.parse import load_spec
 
 if TYPE_CHECKING:
-    from lakejoin.repair import RepairRange
+    from lakejoin.engine.repair import RepairRange
 
 NOT_SELECTED = "not selected"
 BATCHES = "batches"  # the task id of the task that runs every view's batch
@@ -36,7 +36,7 @@ BATCHES = "batches"  # the task id of the task that runs every view's batch
 
 def _asked(context: Any) -> tuple[bool, RepairRange | None]:
     """The run's full refresh flag and repair range (trigger form, or a backfill's interval)."""
-    from lakejoin.repair import requested_repair
+    from lakejoin.engine.repair import requested_repair
 
     run_type = getattr(context["dag_run"], "run_type", None)
     repair = requested_repair(
@@ -59,7 +59,7 @@ def batch_request(spec: PipelineSpec, view: str) -> dict:
     from airflow.sdk import get_current_context
     from airflow.sdk.exceptions import AirflowSkipException
 
-    from lakejoin.pending import pending_work
+    from lakejoin.engine.pending import pending_work
 
     context = get_current_context()
     if not _selected(context, view):
@@ -79,9 +79,9 @@ def run_batches(spec_file: str) -> dict[str, dict]:
     `{view: result}` (state, error, batch id, pinned versions, figures) for the view tasks."""
     from airflow.sdk import get_current_context
 
+    from lakejoin.delta.session import spark_session
+    from lakejoin.engine.pending import pending_work
     from lakejoin.engine.pipeline import ViewResult, run_pipeline
-    from lakejoin.pending import pending_work
-    from lakejoin.session import spark_session
 
     context = get_current_context()
     spec = load_spec(spec_file)
@@ -159,9 +159,9 @@ def run_batch(spec_file: str, view: str) -> dict:
     """One batch of `view` on a Spark of this task's own (a view task's rerun)."""
     from airflow.sdk.exceptions import AirflowSkipException
 
+    from lakejoin.delta.session import spark_session
     from lakejoin.engine.batch import BatchOutcome, run_view
-    from lakejoin.repair import RepairRange
-    from lakejoin.session import spark_session
+    from lakejoin.engine.repair import RepairRange
 
     spec = load_spec(spec_file)
     request = batch_request(spec, view)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lakejoin.spec import PipelineSpec
+from lakejoin.spec.model import PipelineSpec
 
 
 @dataclass(frozen=True)

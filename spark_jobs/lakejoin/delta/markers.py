@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lakejoin.engine.records import BatchMode
+from lakejoin.delta.records import BatchMode
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

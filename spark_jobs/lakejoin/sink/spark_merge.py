@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from lakejoin.key_ranges import KeyRange
-from lakejoin.merge_terms import KEEP, MergeCounts, any_of, same_key, values_differ
+from lakejoin.delta.key_ranges import KeyRange
+from lakejoin.sink.merge_terms import KEEP, MergeCounts, any_of, same_key, values_differ
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

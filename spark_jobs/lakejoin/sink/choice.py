@@ -12,14 +12,15 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from lakejoin import delete_changed, driver_merge, key_ranges
-from lakejoin.engine.markers import OutputCommit, current_txn, operation_metrics, stamped
-from lakejoin.key_ranges import Keys, materialised, write_laid_out
-from lakejoin.merge_terms import KEEP, PRESENT, MergeCounts, same_key, values_differ
-from lakejoin.output_counts import final_counts
-from lakejoin.sources import data_files
-from lakejoin.spark_merge import merge_on_spark
-from lakejoin.split_write import merge_then_append
+from lakejoin.delta import key_ranges
+from lakejoin.delta.key_ranges import Keys, materialised, write_laid_out
+from lakejoin.delta.markers import OutputCommit, current_txn, operation_metrics, stamped
+from lakejoin.delta.sources import data_files
+from lakejoin.sink import delete_changed, driver_merge
+from lakejoin.sink.merge_terms import KEEP, PRESENT, MergeCounts, same_key, values_differ
+from lakejoin.sink.output_counts import final_counts
+from lakejoin.sink.spark_merge import merge_on_spark
+from lakejoin.sink.split_write import merge_then_append
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -8,9 +8,9 @@ that a batch commit Delta skipped is found and told the same way whichever path 
 
 from __future__ import annotations
 
-from lakejoin.engine.markers import OutputCommit, operation_metrics
+from lakejoin.delta.markers import OutputCommit, operation_metrics
 from lakejoin.errors import ConcurrentBatchError
-from lakejoin.merge_terms import MergeCounts
+from lakejoin.sink.merge_terms import MergeCounts
 
 
 def final_counts(

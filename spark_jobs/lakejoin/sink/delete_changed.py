@@ -26,10 +26,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from lakejoin import lookups
-from lakejoin.engine.markers import OutputCommit, failpoint, find_commit, stamped
+from lakejoin.delta import lookups
+from lakejoin.delta.markers import OutputCommit, failpoint, find_commit, stamped
 from lakejoin.errors import ConcurrentBatchError
-from lakejoin.merge_terms import KEEP, MergeCounts, values_differ
+from lakejoin.sink.merge_terms import KEEP, MergeCounts, values_differ
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -25,11 +25,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lakejoin import report_pages
-from lakejoin.engine.log import BatchLog
-from lakejoin.engine.records import BatchRecord, BatchStatus
-from lakejoin.report_plots import BatchPoint, batch_point, write_trends
-from lakejoin.spec import PipelineSpec
+from lakejoin.delta.log import BatchLog
+from lakejoin.delta.records import BatchRecord, BatchStatus
+from lakejoin.quality import report_pages
+from lakejoin.quality.report_plots import BatchPoint, batch_point, write_trends
+from lakejoin.spec.model import PipelineSpec
 
 log = logging.getLogger(__name__)
 

@@ -3,10 +3,10 @@ to the cluster of an Airflow Spark connection.
 
 The task runs `spark-submit` in client mode (the driver in the task, the executors on the
 cluster) through the spec's `conn_id` (default `spark_default`), with the application
-`lakejoin/submit.py` and:
+`lakejoin/airflow/submit.py` and:
 - the lakejoin package as `--py-files`: a zip built when the task runs, kept per content;
-- Delta's jars as `--jars`: the files `python -m lakejoin.jars` resolved once at install
-  (`lakejoin.jars.jar_files`), so a submit resolves nothing and needs no registry; the driver
+- Delta's jars as `--jars`: the files `python -m lakejoin.delta.jars` resolved once at install
+  (`lakejoin.delta.jars.jar_files`), so a submit resolves nothing and needs no registry; the driver
   logs at WARN (`lakejoin/log4j2.properties`, through `spark.driver.extraJavaOptions`). Only
   when they were never resolved, `--packages` (the coordinate of the installed delta-spark);
 - Delta's SQL extension and catalog as `--conf`;
@@ -30,14 +30,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakejoin.jars import LOG4J, delta_package, jar_files
-from lakejoin.session import DELTA_CONFIG
-from lakejoin.spec import PipelineSpec
+from lakejoin.delta.jars import LOG4J, delta_package, jar_files
+from lakejoin.delta.session import DELTA_CONFIG
+from lakejoin.spec.model import PipelineSpec
 
 if TYPE_CHECKING:
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-PACKAGE = Path(__file__).resolve().parent
+PACKAGE = Path(__file__).resolve().parent.parent  # the lakejoin package, shipped as --py-files
 # When the task starts: the batch's options (`full_refresh`, `repair_from`...), or a skip.
 BatchRequest = Callable[[PipelineSpec, str], Mapping[str, Any]]
 
@@ -58,13 +58,13 @@ def submit_batch(
         task.application_args = [spec_file, view, *batch_arguments(request(spec, view))]
         task.py_files = str(package_zip())
 
-    # Resolved once at install (lakejoin/jars.py): spark-submit runs no Ivy and needs no registry.
+    # Resolved once at install (lakejoin/delta/jars.py): spark-submit runs no Ivy and needs no registry.
     files = jar_files()
     quiet = {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J}"} if files else {}
     return SparkSubmitOperator(
         task_id=view,
         conn_id=spec.spark.conn_id,
-        application=str(PACKAGE / "submit.py"),
+        application=str(PACKAGE / "airflow" / "submit.py"),
         application_args=[spec_file, view],
         jars=",".join(files) or None,
         packages=None if files else delta_package(),
@@ -76,7 +76,7 @@ def submit_batch(
 
 
 def batch_arguments(options: Mapping[str, Any]) -> list[str]:
-    """`lakejoin.submit`'s options for a batch's; false and empty options are left out.
+    """`lakejoin.airflow.submit`'s options for a batch's; false and empty options are left out.
 
     >>> batch_arguments({"full_refresh": True, "repair_from": "3", "repair_to": None})
     ['--full-refresh', '--repair-from=3']

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from lakejoin.changes import VERSION, net_changes, no_changes, read_change_feed
+from lakejoin.delta.change_feed import VERSION, net_changes, no_changes, read_change_feed
+from lakejoin.delta.sources import delta_table, snapshot
 from lakejoin.errors import RepairError
-from lakejoin.sources import delta_table, snapshot
-from lakejoin.spec import Source
+from lakejoin.spec.model import Source
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

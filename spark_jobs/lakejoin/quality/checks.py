@@ -22,14 +22,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.errors import QualityCheckError
-from lakejoin.reports import reports_root, write_batch_pages
-from lakejoin.spec import PipelineSpec, View
+from lakejoin.quality.reports import reports_root, write_batch_pages
+from lakejoin.spec.model import PipelineSpec, View
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from lakejoin.data_docs import DataDocs, Validated
     from lakejoin.engine.plan import BatchPlan
+    from lakejoin.quality.data_docs import DataDocs, Validated
     from lakejoin.views.base import Validation
 
 FK_RESOLVED = "_lj_fk_resolved"
@@ -101,8 +101,8 @@ def check_batch(
 
     `metrics` (the batch's counts and phase durations so far) go into the report and its page.
     """
-    from lakejoin.data_docs import DataDocs, on_driver
-    from lakejoin.suites import user_suite
+    from lakejoin.quality.data_docs import DataDocs, on_driver
+    from lakejoin.quality.suites import user_suite
     from lakejoin.views.base import Validation
 
     suite = user_suite(spec, view)

@@ -18,12 +18,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakejoin.engine.records import BatchMode, BatchRecord, BatchStatus, last_of
+from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus, last_of
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from lakejoin.spec import PipelineSpec
+    from lakejoin.spec.model import PipelineSpec
 
 log = logging.getLogger(__name__)
 

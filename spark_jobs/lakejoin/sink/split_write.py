@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from lakejoin.engine.markers import OutputCommit, failpoint, stamped
+from lakejoin.delta.key_ranges import KeyRange
+from lakejoin.delta.markers import OutputCommit, failpoint, stamped
 from lakejoin.errors import ConcurrentBatchError
-from lakejoin.key_ranges import KeyRange
-from lakejoin.merge_terms import HELD, KEEP, MergeCounts
-from lakejoin.output_counts import final_counts
-from lakejoin.spark_merge import merge_on_spark
+from lakejoin.sink.merge_terms import HELD, KEEP, MergeCounts
+from lakejoin.sink.output_counts import final_counts
+from lakejoin.sink.spark_merge import merge_on_spark
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -1,6 +1,6 @@
 """Delta Lake's JVM artifacts, resolved once at install into the project's environment.
 
-`python -m lakejoin.jars` runs Spark's own resolver (Ivy, the repositories Spark knows) once for
+`python -m lakejoin.delta.jars` runs Spark's own resolver (Ivy, the repositories Spark knows) once for
 the Delta coordinate that matches the installed delta-spark and pyspark, into
 `<venv>/spark-jars/ivy`, and keeps the jar files it fetched. A Spark start then lists them in
 `spark.jars`: no resolution, no registry, none of Ivy's 250 lines (issue 24). Without them

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from lakejoin.spec import Enrich, FkJoin, ListJoin, PipelineSpec, Rekey, Source, View
+from lakejoin.spec.model import Enrich, FkJoin, ListJoin, PipelineSpec, Rekey, Source, View
 
 
 def check_view_schemas(spec: PipelineSpec, view: View, schemas: Mapping[str, Mapping[str, str]]) -> None:

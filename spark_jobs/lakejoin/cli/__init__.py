@@ -1,0 +1,1 @@
+"""The command line (`lakejoin run|status|report|repair ...`). Layer 6."""
