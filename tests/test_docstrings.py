@@ -20,6 +20,7 @@ RUNNABLE = [
     "lakejoin.engine.repair",
     "lakejoin.airflow.submit_operator",
     "lakejoin.engine.pipeline",
+    "lakejoin.delta.sql_text",
 ]
 
 

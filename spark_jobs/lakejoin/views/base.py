@@ -13,9 +13,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lakejoin.delta.key_ranges import KeyRange
+from lakejoin.quality.checks import Validation
 from lakejoin.spec.model import PipelineSpec, Source, View
 from lakejoin.views.context import STATE
 
@@ -35,15 +36,6 @@ class Rebuilt:
     affected: DataFrame | None
     affected_count: int | None = None
     bounds: KeyRange | None = None
-
-
-@dataclass(frozen=True)
-class Validation:
-    """One Great Expectations validation: a scope name, the rows, the expectations."""
-
-    scope: str
-    rows: DataFrame
-    expectations: list[Any]
 
 
 class ViewKindLogic(ABC):

@@ -36,8 +36,9 @@ from typing import TYPE_CHECKING, Any
 from lakejoin.delta import routing
 from lakejoin.delta.key_ranges import materialised
 from lakejoin.quality import checks as quality
+from lakejoin.quality.checks import Validation
 from lakejoin.spec.model import Dimension, EnrichMode, JoinHow, PipelineSpec, Source, View
-from lakejoin.views.base import Rebuilt, Validation, ViewKindLogic
+from lakejoin.views.base import Rebuilt, ViewKindLogic
 from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
 from lakejoin.views.fk_join import referenced_right_rows

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 from lakejoin.delta import routing
 from lakejoin.delta.key_ranges import Keys, materialised
 from lakejoin.quality import checks as quality
+from lakejoin.quality.checks import Validation
 from lakejoin.spec.model import FkJoin, JoinHow, PipelineSpec, View
-from lakejoin.views.base import Rebuilt, Validation, ViewKindLogic
+from lakejoin.views.base import Rebuilt, ViewKindLogic
 from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
 

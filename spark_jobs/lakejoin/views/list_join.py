@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING, Any
 from lakejoin.delta import routing
 from lakejoin.delta.change_feed import CHANGE, ChangeKind
 from lakejoin.delta.key_ranges import materialised
+from lakejoin.quality.checks import Validation
 from lakejoin.spec.model import Duplicates, ListJoin, PipelineSpec, View
-from lakejoin.views.base import Rebuilt, Validation, ViewKindLogic
+from lakejoin.views.base import Rebuilt, ViewKindLogic
 from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
 

@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta.change_feed import CHANGE, VERSION, ChangeKind, net_changes, read_change_feed
 from lakejoin.errors import KeyConflictError
+from lakejoin.quality.checks import Validation
 from lakejoin.sink.choice import KEEP
 from lakejoin.spec.model import OnConflict, PipelineSpec, View
-from lakejoin.views.base import Rebuilt, Validation, ViewKindLogic
+from lakejoin.views.base import Rebuilt, ViewKindLogic
 from lakejoin.views.context import STATE, BatchContext
 
 if TYPE_CHECKING:
