@@ -13,7 +13,7 @@ import pytest
 
 pytestmark = pytest.mark.unit
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RUNNABLE = [
     "lakejoin.spec.model",
     "lakejoin.spec.parse",

@@ -27,7 +27,7 @@ import pytest
 pytestmark = pytest.mark.unit
 
 PACKAGE = "lakejoin"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_DIR = ROOT / "spark_jobs" / PACKAGE
 
 
