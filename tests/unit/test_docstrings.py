@@ -17,6 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNNABLE = [
     "lakejoin.spec.model",
     "lakejoin.spec.parse",
+    "lakejoin.spec.registry",
+    "lakejoin.engine.kinds",
     "lakejoin.engine.repair",
     "lakejoin.airflow.submit_operator",
     "lakejoin.engine.pipeline",

@@ -21,11 +21,12 @@ from lakejoin.delta.log import BatchLog
 from lakejoin.delta.markers import failpoint
 from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus
 from lakejoin.engine.changes import source_changes
+from lakejoin.engine.kinds import view_logic
 from lakejoin.engine.plan import BatchPlan, Skip, input_columns, latest_pin, plan_batch, plan_repair
 from lakejoin.engine.write import state_path, write_output, write_state
 from lakejoin.errors import KeyConflictError, QualityCheckError, RepairError
 from lakejoin.quality import checks as quality
-from lakejoin.spec.model import PipelineSpec, View, ViewKind
+from lakejoin.spec.model import PipelineSpec, View
 from lakejoin.views.base import ViewKindLogic
 from lakejoin.views.context import BatchContext
 
@@ -102,22 +103,6 @@ class BatchSummary:
 
 StepCallback = Callable[[Phase], None]
 logger = logging.getLogger(__name__)
-
-
-def view_logic(spec: PipelineSpec, view: View) -> ViewKindLogic:
-    """The logic of the view's kind."""
-    from lakejoin.views.enrich import EnrichView
-    from lakejoin.views.fk_join import FkJoinView
-    from lakejoin.views.list_join import ListJoinView
-    from lakejoin.views.rekey import RekeyView
-
-    kinds: dict[ViewKind, type[ViewKindLogic]] = {
-        ViewKind.FK_JOIN: FkJoinView,
-        ViewKind.LIST_JOIN: ListJoinView,
-        ViewKind.REKEY: RekeyView,
-        ViewKind.ENRICH: EnrichView,
-    }
-    return kinds[view.kind](spec, view)
 
 
 def batch_log(spec: PipelineSpec) -> BatchLog:
@@ -335,4 +320,4 @@ def _newest(spec: PipelineSpec, view: View, source, log: BatchLog) -> int:  # no
     return int(DeltaTable(source.path).version())
 
 
-__all__ = ["BatchOutcome", "BatchSummary", "Phase", "batch_log", "recompute_view", "run_view", "view_logic"]
+__all__ = ["BatchOutcome", "BatchSummary", "Phase", "batch_log", "recompute_view", "run_view"]

@@ -41,7 +41,7 @@ from lakejoin.spec.model import Dimension, EnrichMode, JoinHow, PipelineSpec, So
 from lakejoin.views.base import Rebuilt, ViewKindLogic
 from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
-from lakejoin.views.fk_join import referenced_right_rows
+from lakejoin.views.joins import referenced_right_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

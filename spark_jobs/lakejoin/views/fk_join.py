@@ -19,6 +19,7 @@ from lakejoin.spec.model import FkJoin, JoinHow, PipelineSpec, View
 from lakejoin.views.base import Rebuilt, ViewKindLogic
 from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
+from lakejoin.views.joins import referenced_right_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -35,14 +36,6 @@ def affected_keys(left_changed_keys: DataFrame, routed_keys: DataFrame, left_key
     """Output keys a batch can change: left keys that changed, and left keys routed from
     changed right keys. A right change cannot reach any other row."""
     return left_changed_keys.select(left_key).union(routed_keys.select(left_key)).distinct()
-
-
-def referenced_right_rows(right: DataFrame, left_rows: DataFrame, fk: str, right_key: str) -> DataFrame:
-    """The right rows that the given left rows reference (the only ones a recompute needs)."""
-    from pyspark.sql import functions as F
-
-    wanted = left_rows.select(F.col(fk).alias(RIGHT_MATCH)).where(F.col(RIGHT_MATCH).isNotNull()).distinct()
-    return right.join(F.broadcast(wanted), right[right_key] == wanted[RIGHT_MATCH], how="left_semi")
 
 
 def recompute(
