@@ -11,12 +11,10 @@ from dataclasses import replace
 import pytest
 
 from lakejoin.engine.kinds import kind_logic
-from lakejoin.spec import registry
 from lakejoin.spec.model import ViewKind
 from lakejoin.spec.registry import KINDS
 from lakejoin.views import fanout
 from lakejoin.views.base import ViewKindLogic
-from tests.test_imports import package_imports, package_modules
 
 pytestmark = pytest.mark.unit
 
@@ -94,14 +92,3 @@ def test_kinds_that_share_a_metric_label_it_alike():
             labels.setdefault(name, set()).add(label)
 
     assert {name: found for name, found in labels.items() if len(found) > 1} == {}
-
-
-def test_the_spec_layer_imports_nothing_above_it():
-    above = [
-        found
-        for found in package_imports(package_modules())
-        if found.importer.startswith("lakejoin.spec")
-        and not found.imported.startswith(("lakejoin.spec", "lakejoin.errors"))
-    ]
-
-    assert above == [], f"{registry.__name__} and the spec layer must not import higher layers: {above}"
