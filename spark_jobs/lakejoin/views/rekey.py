@@ -65,8 +65,9 @@ def conflicts(claims: DataFrame, derived_key: str, master_key: str) -> DataFrame
 @dataclass(frozen=True)
 class IndexUpdate:
     """What a batch writes to the index (`Rebuilt.state`): every index row (`full`, a full
-    refresh), or the master's net changes, one row per changed master with its derived key,
-    version, chosen columns and change kind (an upsert with a null derived key deletes)."""
+    refresh), or the master's net changes, one row per changed master with its derived key, the
+    version of its last change, the chosen columns and the change kind (a delete, or an upsert
+    with a null derived key, deletes the master's index row)."""
 
     rows: DataFrame
     full: bool
