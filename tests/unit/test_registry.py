@@ -21,7 +21,7 @@ pytestmark = pytest.mark.unit
 
 def reported_metrics(module: object) -> set[str]:
     """The metric names a module's code reports, read with `ast`: the keys it writes into a
-    `counts` or `_counts` dict (literal keys; `shuffled.<dimension>` is built per dimension), and
+    `counts` or `metrics` dict (literal keys; `shuffled.<dimension>` is built per dimension), and
     the fan-out figures when it calls `fans_out`."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(inspect.getsource(module))):  # type: ignore[arg-type]
@@ -43,7 +43,7 @@ def _is_counts(node: ast.expr) -> bool:
     if isinstance(node, ast.Subscript):
         node = node.value
     name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
-    return name in ("counts", "_counts")
+    return name in ("counts", "metrics")
 
 
 def test_every_view_kind_has_an_entry():
