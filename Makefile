@@ -40,10 +40,12 @@ airflow-ui: install
 	PATH=$(CURDIR)/$(BIN):$$PATH AIRFLOW__CORE__PLUGINS_FOLDER=$(CURDIR)/plugins $(BIN)/airflow standalone
 
 test: install lint
-	$(BIN)/python -m pytest -p no:cacheprovider --durations=15 -n 2 --dist worksteal
+	# tests/unit alone first: no JVM (its conftest fails a test that brings pyspark in), seconds
+	$(BIN)/python -m pytest -p no:cacheprovider -q tests/unit
+	$(BIN)/python -m pytest -p no:cacheprovider --durations=15 -n 2 --dist worksteal --ignore=tests/unit
 
 test-fast: install
-	$(BIN)/python -m pytest -p no:cacheprovider -m "unit"
+	$(BIN)/python -m pytest -p no:cacheprovider tests/unit
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check spark_jobs dags tests scripts plugins bench
