@@ -37,7 +37,7 @@ def _versions(spec: PipelineSpec, view: str) -> int:
     """Commits into the view's output and state tables so far (sum of their versions)."""
     from deltalake import DeltaTable
 
-    from lakejoin.engine.batch import view_logic
+    from lakejoin.engine.kinds import view_logic
     from lakejoin.engine.write import state_path
 
     logic = view_logic(spec, spec.views[view])

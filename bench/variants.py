@@ -106,7 +106,8 @@ class Naive(Variant):
             run_view(spark, self.spec, view, full_refresh=True, checks=False)
 
     def run(self, spark: SparkSession) -> Run:
-        from lakejoin.engine.batch import recompute_view, view_logic
+        from lakejoin.engine.batch import recompute_view
+        from lakejoin.engine.kinds import view_logic
         from lakejoin.sink.choice import merge_full
 
         watch, views = Stopwatch(), {}
@@ -131,7 +132,7 @@ class Incremental(Variant):
         with self.key_ranges(spark):
             for view in self.spec.view_order():
                 run_view(spark, self.spec, view, checks=False)
-        from lakejoin.engine.batch import view_logic
+        from lakejoin.engine.kinds import view_logic
 
         # lakejoin creates its tables unclustered (keyed_tables.ensure_keyed_table); this layout clusters
         # each output by its key, after which its batches take Spark's MERGE (driver_merge.py).

@@ -94,17 +94,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(spark: SparkSession, spec: PipelineSpec, view: str, options: dict[str, Any]) -> None:
     from rich.console import Console
 
-    import lakejoin
     from lakejoin.cli.main import summary_table
-    from lakejoin.engine.batch import run_view
+    from lakejoin.engine import batch
 
     context = spark.sparkContext
     print(
         f"{view}: Spark {spark.version} on {context.master}, application {context.applicationId}, "
-        f"lakejoin from {Path(lakejoin.__file__).parent}",
+        f"lakejoin from {Path(batch.__file__).parents[1]}",
         flush=True,
     )
-    summary = run_view(spark, spec, view, **options)
+    summary = batch.run_view(spark, spec, view, **options)
     console = Console(width=200, highlight=False)
     console.print(summary_table([summary]))
     for topic, note in summary.notes.items():

@@ -29,6 +29,7 @@ from lakejoin.delta.records import BatchMode
 from lakejoin.errors import LakejoinError
 from lakejoin.spec.model import PipelineSpec
 from lakejoin.spec.parse import load_spec
+from lakejoin.spec.registry import KINDS
 
 if TYPE_CHECKING:
     from lakejoin.engine.repair import RepairRange
@@ -259,15 +260,8 @@ def summary_table(summaries: list) -> Table:  # noqa: ANN001 - list[BatchSummary
     return table
 
 
-KIND_METRICS = {
-    "composite_rows_rebuilt": "composite rows rebuilt",
-    "left_rows_carried": "carried without re-join",
-    "conflicts": "conflicts",
-    "null_keys_dropped": "null keys dropped",
-    "fanout_facts": "rows reached by the other side's changes",  # facts (enrich), left rows (fk_join)
-    "fanout_permille": "fan-out \u2030",
-    "full_recompute": "full recompute",
-}
+# A summary does not name its view's kind: every kind's labels, which agree where they share a name.
+KIND_METRICS = {name: label for kind in KINDS.values() for name, label in kind.labels.items()}
 
 
 def kind_details(metrics: dict[str, int]) -> str:

@@ -69,12 +69,12 @@ def read_keys(
     import pyarrow as pa
     from deltalake import DeltaTable, QueryBuilder
 
-    from lakejoin.sink.driver_merge import _literal, _q
+    from lakejoin.delta.sql_text import literal, quoted
 
     table = DeltaTable(path, version=version)
     if not readable(table):
         return None
-    chosen = ", ".join(_q(c) for c in columns) if columns else "*"
+    chosen = ", ".join(quoted(c) for c in columns) if columns else "*"
     distinct = sorted(set(values))
     parts = []
     # A chunk at a time: DataFusion plans `IN (...)` recursively, and a list of 25-30 k
@@ -82,11 +82,11 @@ def read_keys(
     # also has a narrower range, which skips more files.
     for start in range(0, len(distinct), CHUNK):
         chunk = distinct[start : start + CHUNK]
-        listed = ", ".join(_literal(v) for v in chunk)
+        listed = ", ".join(literal(v) for v in chunk)
         # The range lets delta-rs skip files by their statistics when the list is too long for
         # its pruning to read (more than 20 values); the list selects the rows.
-        bounds = f"{_q(column)} BETWEEN {_literal(chunk[0])} AND {_literal(chunk[-1])}"
-        sql = f"SELECT {chosen} FROM t WHERE {bounds} AND {_q(column)} IN ({listed})"
+        bounds = f"{quoted(column)} BETWEEN {literal(chunk[0])} AND {literal(chunk[-1])}"
+        sql = f"SELECT {chosen} FROM t WHERE {bounds} AND {quoted(column)} IN ({listed})"
         parts.append(pa.table(QueryBuilder().register("t", table).execute(sql).read_all()))
     if not parts:
         sql = f"SELECT {chosen} FROM t WHERE FALSE"

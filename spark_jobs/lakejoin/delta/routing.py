@@ -98,7 +98,7 @@ def holding_on_driver(
     from deltalake import DeltaTable, QueryBuilder
 
     from lakejoin.delta import lookups
-    from lakejoin.sink.driver_merge import _q
+    from lakejoin.delta.sql_text import quoted
 
     if not changed_right_keys:
         return []
@@ -107,7 +107,7 @@ def holding_on_driver(
         return None
     reached: set[Any] = set()
     wanted: pa.Array | None = None
-    sql = f"SELECT {_q(left_key)} AS k, unnest({_q(list_column)}) AS e FROM t"
+    sql = f"SELECT {quoted(left_key)} AS k, unnest({quoted(list_column)}) AS e FROM t"
     # delta-rs answers with arro3 objects: read them as pyarrow's through the Arrow stream.
     for batch in pa.RecordBatchReader.from_stream(QueryBuilder().register("t", table).execute(sql)):
         elements, keys = _plain(batch.column("e")), _plain(batch.column("k"))

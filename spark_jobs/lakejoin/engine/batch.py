@@ -21,11 +21,12 @@ from lakejoin.delta.log import BatchLog
 from lakejoin.delta.markers import failpoint
 from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus
 from lakejoin.engine.changes import source_changes
+from lakejoin.engine.kinds import view_logic
 from lakejoin.engine.plan import BatchPlan, Skip, input_columns, latest_pin, plan_batch, plan_repair
 from lakejoin.engine.write import state_path, write_output, write_state
 from lakejoin.errors import KeyConflictError, QualityCheckError, RepairError
 from lakejoin.quality import checks as quality
-from lakejoin.spec.model import PipelineSpec, View, ViewKind
+from lakejoin.spec.model import PipelineSpec, View
 from lakejoin.views.base import ViewKindLogic
 from lakejoin.views.context import BatchContext
 
@@ -104,22 +105,6 @@ StepCallback = Callable[[Phase], None]
 logger = logging.getLogger(__name__)
 
 
-def view_logic(spec: PipelineSpec, view: View) -> ViewKindLogic:
-    """The logic of the view's kind."""
-    from lakejoin.views.enrich import EnrichView
-    from lakejoin.views.fk_join import FkJoinView
-    from lakejoin.views.list_join import ListJoinView
-    from lakejoin.views.rekey import RekeyView
-
-    kinds: dict[ViewKind, type[ViewKindLogic]] = {
-        ViewKind.FK_JOIN: FkJoinView,
-        ViewKind.LIST_JOIN: ListJoinView,
-        ViewKind.REKEY: RekeyView,
-        ViewKind.ENRICH: EnrichView,
-    }
-    return kinds[view.kind](spec, view)
-
-
 def batch_log(spec: PipelineSpec) -> BatchLog:
     return BatchLog.of(spec)
 
@@ -180,8 +165,8 @@ def run_view(
     summary.batch_id, summary.mode, summary.retried = plan.batch_id, plan.mode, plan.finishing
     summary.start_versions, summary.pinned_versions = dict(plan.start_versions), dict(plan.pinned_versions)
     summary.notes.update(plan.notes)
-    input_columns(spec, view, kind, plan.pinned_versions)
-    ctx = BatchContext(spark, spec, view, plan, state_path(spec, view))
+    schemas = input_columns(spec, view, kind, plan.pinned_versions)
+    ctx = BatchContext(spark, spec, view, plan, state_path(spec, view), schemas)
 
     # 2. changes
     changes: dict[str, DataFrame] | None = None
@@ -205,7 +190,7 @@ def run_view(
     except KeyConflictError as exc:
         _abandon(log, plan, summary, f"key conflict: {exc.what}")
         raise
-    summary.kind_metrics.update(kind.metrics())
+    summary.kind_metrics.update(rebuilt.metrics)
     summary.notes.update(ctx.notes)
 
     # 5. check: a failing blocking check stops the batch before anything is written
@@ -229,7 +214,7 @@ def run_view(
     clock.enter(Phase.WRITE)
     pins = dict(plan.pinned_versions)
     if plan.mode is not BatchMode.REPAIR:  # a repair re-derives rows at the state's own pins
-        pins.update(write_state(ctx, kind))
+        pins.update(write_state(ctx, kind, rebuilt))
         failpoint("after_state_write")
     written = write_output(spark, spec, view, kind, plan, pins, recomputed, rebuilt)
     failpoint("after_output_commit")
@@ -320,9 +305,9 @@ def recompute_view(spark: SparkSession, spec: PipelineSpec, view_name: str) -> D
     view = spec.views[view_name]
     kind, log = view_logic(spec, view), batch_log(spec)
     pinned = {s.name: _newest(spec, view, s, log) for s in kind.sources}
-    input_columns(spec, view, kind, pinned)
+    schemas = input_columns(spec, view, kind, pinned)
     plan = BatchPlan(view_name, 0, BatchMode.FULL_REFRESH, {}, pinned)
-    return kind.rebuild(BatchContext(spark, spec, view, plan, state_path(spec, view)), None).rows
+    return kind.rebuild(BatchContext(spark, spec, view, plan, state_path(spec, view), schemas), None).rows
 
 
 def _newest(spec: PipelineSpec, view: View, source, log: BatchLog) -> int:  # noqa: ANN001 - Source
@@ -335,4 +320,4 @@ def _newest(spec: PipelineSpec, view: View, source, log: BatchLog) -> int:  # no
     return int(DeltaTable(source.path).version())
 
 
-__all__ = ["BatchOutcome", "BatchSummary", "Phase", "batch_log", "recompute_view", "run_view", "view_logic"]
+__all__ = ["BatchOutcome", "BatchSummary", "Phase", "batch_log", "recompute_view", "run_view"]

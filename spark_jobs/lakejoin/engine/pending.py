@@ -24,7 +24,8 @@ class Pending:
 
 def pending_work(spec: PipelineSpec, view_name: str) -> Pending:
     """Whether `view_name` has a batch to run, and why (or why not)."""
-    from lakejoin.engine.batch import batch_log, view_logic
+    from lakejoin.engine.batch import batch_log
+    from lakejoin.engine.kinds import view_logic
     from lakejoin.engine.plan import Skip, plan_batch
 
     view = spec.views[view_name]

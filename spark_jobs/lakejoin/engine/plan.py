@@ -266,9 +266,12 @@ def plan_repair(
     )
 
 
-def input_columns(spec: PipelineSpec, view: View, kind: ViewKindLogic, pinned: Mapping[str, int]) -> None:
+def input_columns(
+    spec: PipelineSpec, view: View, kind: ViewKindLogic, pinned: Mapping[str, int]
+) -> dict[str, dict[str, str]]:
     """Check every input at its pinned version against the view (Change Data Feed on, the
-    spec's columns and types), from the Delta logs; hand the columns to the view kind."""
+    spec's columns and types), from the Delta logs; return each input's columns (name -> type),
+    which the batch context hands to the view kind."""
     from deltalake import DeltaTable
     from pyspark.sql.types import StructType
 
@@ -298,4 +301,4 @@ def input_columns(spec: PipelineSpec, view: View, kind: ViewKindLogic, pinned: M
         struct = StructType.fromJson(json.loads(table.schema().to_json()))
         schemas[source.name] = {f.name: f.dataType.simpleString() for f in struct.fields}
     check_view_schemas(spec, view, schemas)
-    kind.prepare(schemas)
+    return schemas

@@ -27,10 +27,11 @@ def state_path(spec: PipelineSpec, view: View) -> str:
     return str(Path(spec.state_path) / "routing" / view.name)
 
 
-def write_state(ctx: BatchContext, kind: ViewKindLogic) -> dict[str, int]:
-    """Bring the view's state tables to the batch's pins; return the version each now has (what
-    the next batch reads). Each write is stamped with the table's next txn version, so of two
-    runs writing at once one applies, and a retry after a crash always applies again."""
+def write_state(ctx: BatchContext, kind: ViewKindLogic, rebuilt: Rebuilt) -> dict[str, int]:
+    """Bring the view's state tables to the batch's pins, from what the kind's `rebuild`
+    returned; return the version each now has (what the next batch reads). Each write is
+    stamped with the table's next txn version, so of two runs writing at once one applies, and
+    a retry after a crash always applies again."""
     from deltalake import DeltaTable
 
     tables = kind.state_tables(ctx.state_path)
@@ -46,7 +47,7 @@ def write_state(ctx: BatchContext, kind: ViewKindLogic) -> dict[str, int]:
     ]
     try:
         with idempotent(ctx.spark, app, max(written, default=0) + 1):
-            kind.write_state(ctx)
+            kind.write_state(ctx, rebuilt)
     except Exception as exc:
         concurrent = _concurrent(exc, ctx.plan.batch_id, where=f"view '{ctx.view.name}' state")
         if concurrent is None:

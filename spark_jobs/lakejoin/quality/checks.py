@@ -30,8 +30,6 @@ if TYPE_CHECKING:
 
     from lakejoin.engine.plan import BatchPlan
     from lakejoin.quality.data_docs import DataDocs, Validated
-    from lakejoin.views.base import Validation
-
 FK_RESOLVED = "_lj_fk_resolved"
 USER_SUITE = "user_suite"
 
@@ -59,6 +57,15 @@ class QualityReport:
     checks: list[CheckResult]
     report_path: str
     page_path: str | None = None
+
+
+@dataclass(frozen=True)
+class Validation:
+    """One Great Expectations validation: a scope name, the rows, the expectations."""
+
+    scope: str
+    rows: DataFrame
+    expectations: list[Any]
 
 
 def with_key_resolution(
@@ -103,7 +110,6 @@ def check_batch(
     """
     from lakejoin.quality.data_docs import DataDocs, on_driver
     from lakejoin.quality.suites import user_suite
-    from lakejoin.views.base import Validation
 
     suite = user_suite(spec, view)
     if suite is not None and rows is not None:

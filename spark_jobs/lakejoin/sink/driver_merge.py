@@ -26,6 +26,7 @@ import decimal
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from lakejoin.delta.sql_text import literal, quoted
 from lakejoin.errors import ConcurrentBatchError
 
 if TYPE_CHECKING:
@@ -163,19 +164,19 @@ def merge_on_driver(
     if rows.num_rows == 0:
         return 0, 0, 0, False
     values = [c for c in columns if c not in key]
-    t, s = _q("t"), _q("s")
-    same_key = " AND ".join(f"({t}.{_q(c)} = {s}.{_q(c)})" for c in key)
+    t, s = quoted("t"), quoted("s")
+    same_key = " AND ".join(f"({t}.{quoted(c)} = {s}.{quoted(c)})" for c in key)
     # Literals of types that come back from Python exactly (as `key_ranges.KeyRange` takes).
     exact = (int, str, decimal.Decimal, datetime.date)
     firsts = sorted({v for v in rows.column(key[0]).to_pylist() if isinstance(v, exact)})
     inexact = any(isinstance(v, (bool, datetime.datetime)) for v in firsts)
     if not listed or len(firsts) > LISTED_MAX or inexact:
         firsts = []
-    literals = " OR ".join(f"({t}.{_q(key[0])} = {_literal(v)})" for v in firsts)
+    literals = " OR ".join(f"({t}.{quoted(key[0])} = {literal(v)})" for v in firsts)
     on = f"({literals}) AND {same_key}" if literals else same_key
     # Each comparison in parentheses: delta-rs's parser binds IS DISTINCT FROM looser than OR.
-    differs = " OR ".join(f"({t}.{_q(c)} IS DISTINCT FROM {s}.{_q(c)})" for c in values) or "FALSE"
-    keep = f"{s}.{_q(KEEP)}"
+    differs = " OR ".join(f"({t}.{quoted(c)} IS DISTINCT FROM {s}.{quoted(c)})" for c in values) or "FALSE"
+    keep = f"{s}.{quoted(KEEP)}"
     properties = CommitProperties(
         custom_metadata={"userMetadata": user_metadata} if user_metadata else None,
         app_transactions=[Transaction(app_id=txn[0], version=txn[1])] if txn else None,
@@ -185,8 +186,10 @@ def merge_on_driver(
         result = (
             table.merge(rows, on, source_alias="s", target_alias="t", commit_properties=properties)
             .when_matched_delete(predicate=f"NOT {keep}")
-            .when_matched_update({_q(c): f"{s}.{_q(c)}" for c in values}, predicate=f"{keep} AND ({differs})")
-            .when_not_matched_insert({_q(c): f"{s}.{_q(c)}" for c in columns}, predicate=keep)
+            .when_matched_update(
+                {quoted(c): f"{s}.{quoted(c)}" for c in values}, predicate=f"{keep} AND ({differs})"
+            )
+            .when_not_matched_insert({quoted(c): f"{s}.{quoted(c)}" for c in columns}, predicate=keep)
             .execute()
         )
         if txn is not None and DeltaTable(path).version() == before:
@@ -209,17 +212,3 @@ def merge_on_driver(
         int(result.get("num_target_rows_deleted", 0)),
         True,
     )
-
-
-def _q(name: str) -> str:
-    """A SQL identifier, quoted (delta-rs parses its predicates as SQL)."""
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _literal(value: Any) -> str:
-    """A SQL literal of an integer, decimal, date or string key value."""
-    if isinstance(value, (int, decimal.Decimal)):
-        return str(value)
-    if isinstance(value, datetime.date):
-        return f"DATE '{value.isoformat()}'"
-    return "'" + str(value).replace("'", "''") + "'"

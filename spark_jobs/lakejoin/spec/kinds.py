@@ -1,18 +1,16 @@
-"""The spec parser of each view kind: `PARSERS[kind](reader, raw, key, known)` checks one view's
+"""The spec parser of each view kind: `parse_<kind>(reader, raw, key, known)` checks one view's
 block (`views.<name>.<kind>`) and builds its definition, with errors that name the line and the
-key. `spec_parse` dispatches to these; a new kind adds its parser here.
+key. spec/parse.py calls them through the kind registry (spec/registry.py).
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from lakejoin.spec.model import (
     FANOUT_THRESHOLD,
-    Definition,
     Dimension,
     Duplicates,
     Enrich,
@@ -22,7 +20,6 @@ from lakejoin.spec.model import (
     ListJoin,
     OnConflict,
     Rekey,
-    ViewKind,
 )
 from lakejoin.spec.yaml_lines import SpecReader, describe
 
@@ -78,7 +75,7 @@ def _columns(reader: SpecReader, raw: dict[str, Any], key: str, name: str) -> tu
     return tuple(columns_raw)
 
 
-def _fk_join(reader: SpecReader, raw: Any, key: str, known: Known) -> FkJoin:
+def parse_fk_join(reader: SpecReader, raw: Any, key: str, known: Known) -> FkJoin:
     raw = reader.mapping(raw, key)
     reader.only(raw, key, {"left", "right", "fk", "how", "right_columns", "right_prefix", "fanout_threshold"})
     left = _source_name(reader, raw, key, "left", known)
@@ -119,7 +116,7 @@ def _number(
     return float(value)
 
 
-def _enrich(reader: SpecReader, raw: Any, key: str, known: Known) -> Enrich:
+def parse_enrich(reader: SpecReader, raw: Any, key: str, known: Known) -> Enrich:
     raw = reader.mapping(raw, key)
     reader.only(raw, key, {"fact", "mode", "dimensions", "fanout_threshold", "broadcast_limit_mb"})
     fact = _source_name(reader, raw, key, "fact", known)
@@ -165,7 +162,7 @@ def _enrich(reader: SpecReader, raw: Any, key: str, known: Known) -> Enrich:
     return Enrich(fact, mode, tuple(dimensions), threshold, limit)
 
 
-def _list_join(reader: SpecReader, raw: Any, key: str, known: Known) -> ListJoin:
+def parse_list_join(reader: SpecReader, raw: Any, key: str, known: Known) -> ListJoin:
     raw = reader.mapping(raw, key)
     allowed = {"left", "list", "right", "into", "duplicates", "right_columns", "fanout_threshold"}
     reader.only(raw, key, allowed)
@@ -180,7 +177,7 @@ def _list_join(reader: SpecReader, raw: Any, key: str, known: Known) -> ListJoin
     return ListJoin(left, column, right, into, duplicates, columns, threshold)
 
 
-def _rekey(reader: SpecReader, raw: Any, key: str, known: Known) -> Rekey:
+def parse_rekey(reader: SpecReader, raw: Any, key: str, known: Known) -> Rekey:
     raw = reader.mapping(raw, key)
     reader.only(raw, key, {"source", "key", "columns", "unique", "on_conflict"})
     source = _source_name(reader, raw, key, "source", known)
@@ -198,11 +195,3 @@ def _rekey(reader: SpecReader, raw: Any, key: str, known: Known) -> Rekey:
         )
     on_conflict = _choice(reader, raw, key, "on_conflict", OnConflict, OnConflict.FAIL.value)
     return Rekey(source, column, _columns(reader, raw, key, "columns"), unique, on_conflict)
-
-
-PARSERS: dict[ViewKind, Callable[[SpecReader, Any, str, Known], Definition]] = {
-    ViewKind.FK_JOIN: _fk_join,
-    ViewKind.LIST_JOIN: _list_join,
-    ViewKind.REKEY: _rekey,
-    ViewKind.ENRICH: _enrich,
-}

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from lakejoin.errors import SpecError
-from lakejoin.spec.kinds import PARSERS, Known
+from lakejoin.spec.kinds import Known
 from lakejoin.spec.model import (
     Enrich,
     PipelineSpec,
@@ -25,6 +25,7 @@ from lakejoin.spec.model import (
     View,
     ViewKind,
 )
+from lakejoin.spec.registry import KINDS
 from lakejoin.spec.yaml_lines import SpecReader, compose_with_lines
 
 
@@ -110,7 +111,7 @@ def _views(
             raise reader.fail(
                 f"{key}.{kinds[0]}", f"unknown view kind '{kinds[0]}'", f"use one of: {supported}"
             ) from None
-        definition = PARSERS[kind](reader, body[kind.value], f"{key}.{kind.value}", known)
+        definition = KINDS[kind].parse(reader, body[kind.value], f"{key}.{kind.value}", known)
         explicit = reader.text(body, key, "path", required=False)
         path = _resolve(base, explicit) if explicit else str(Path(storage) / "views" / name)
         lines = {k[len(key) + 1 :]: v for k, v in reader.lines.items() if k.startswith(key + ".")}

@@ -1,4 +1,6 @@
-"""Checks of a view against the columns of the tables it reads, at the versions a batch pinned.
+"""Checks of a view against the columns of the tables it reads, at the versions a batch pinned:
+the checks every kind shares here, then the kind's own (spec/kind_schemas.py) through the kind
+registry (spec/registry.py).
 
 Errors point at the spec line of the setting that does not fit, and say what to do.
 """
@@ -7,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from lakejoin.spec.model import Enrich, FkJoin, ListJoin, PipelineSpec, Rekey, Source, View
+from lakejoin.spec.model import PipelineSpec, View
+from lakejoin.spec.registry import KINDS
 
 
 def check_view_schemas(spec: PipelineSpec, view: View, schemas: Mapping[str, Mapping[str, str]]) -> None:
@@ -20,155 +23,4 @@ def check_view_schemas(spec: PipelineSpec, view: View, schemas: Mapping[str, Map
                 f"key column '{source.key}' is not in table {source.path}",
                 f"use one of its columns: {', '.join(schemas[source.name])}",
             )
-    base = f"views.{view.name}.{view.kind.value}"
-    d = view.definition
-    if isinstance(d, FkJoin):
-        _check_fk_join(spec, d, base, schemas)
-    elif isinstance(d, ListJoin):
-        _check_list_join(spec, d, base, schemas)
-    elif isinstance(d, Enrich):
-        _check_enrich(spec, d, base, schemas)
-    else:
-        _check_rekey(spec, d, base, schemas)
-
-
-def _check_columns(
-    spec: PipelineSpec, key: str, chosen: tuple[str, ...] | None, table: str, columns: Mapping[str, str]
-) -> None:
-    for i, column in enumerate(chosen or ()):
-        if column not in columns:
-            raise spec.error(
-                f"{key}[{i}]",
-                f"column '{column}' is not in the {table}",
-                f"use one of its columns: {', '.join(columns)}",
-            )
-
-
-def _check_fk(
-    spec: PipelineSpec,
-    key: str,
-    fk: str,
-    host: str,
-    host_columns: Mapping[str, str],
-    role: str,
-    target: Source,
-    target_columns: Mapping[str, str],
-) -> None:
-    """The fk column exists in its table and has the type of the key it points at."""
-    if fk not in host_columns:
-        raise spec.error(
-            key,
-            f"fk column '{fk}' is not in the {host}",
-            f"use one of its columns: {', '.join(host_columns)}",
-        )
-    if host_columns[fk] != target_columns[target.key]:
-        raise spec.error(
-            key,
-            f"fk '{fk}' is {host_columns[fk]} but the {role} key "
-            f"'{target.name}.{target.key}' is {target_columns[target.key]}",
-            "make both columns the same type in the source tables",
-        )
-
-
-def _check_fk_join(
-    spec: PipelineSpec, join: FkJoin, base: str, schemas: Mapping[str, Mapping[str, str]]
-) -> None:
-    left, right = spec.sources[join.left], spec.sources[join.right]
-    left_columns, right_columns = schemas[left.name], schemas[right.name]
-    _check_fk(
-        spec, f"{base}.fk", join.fk, f"left table '{left.name}'", left_columns, "right", right, right_columns
-    )
-    _check_columns(
-        spec, f"{base}.right_columns", join.right_columns, f"right table '{right.name}'", right_columns
-    )
-    chosen = join.right_columns or tuple(c for c in right_columns if c != right.key)
-    clashes = sorted(set(left_columns) & {join.right_prefix + c for c in chosen})
-    if clashes:
-        raise spec.error(
-            f"{base}.right_columns" if join.right_columns else base,
-            f"right columns {clashes} clash with left columns of the same name",
-            "set 'right_prefix: <prefix>_' or choose other right_columns",
-        )
-
-
-def _check_list_join(
-    spec: PipelineSpec, join: ListJoin, base: str, schemas: Mapping[str, Mapping[str, str]]
-) -> None:
-    left, right = spec.sources[join.left], spec.sources[join.right]
-    left_columns, right_columns = schemas[left.name], schemas[right.name]
-    if join.list not in left_columns:
-        raise spec.error(
-            f"{base}.list",
-            f"list column '{join.list}' is not in the left table '{left.name}'",
-            f"use one of its columns: {', '.join(left_columns)}",
-        )
-    found = left_columns[join.list]
-    wanted = f"array<{right_columns[right.key]}>"
-    if not found.startswith("array<"):
-        raise spec.error(
-            f"{base}.list",
-            f"list column '{join.list}' of the left table '{left.name}' is {found}, not an array",
-            f"store the element keys as an {wanted} (for example with split() or array())",
-        )
-    if found != wanted:
-        raise spec.error(
-            f"{base}.list",
-            f"list column '{join.list}' is {found} but the right key '{right.name}.{right.key}' "
-            f"is {right_columns[right.key]}",
-            f"make the list an {wanted} in the source table",
-        )
-    if join.list == left.key:
-        raise spec.error(f"{base}.list", "the list column cannot be the left key", "name the list column")
-    _check_columns(
-        spec, f"{base}.right_columns", join.right_columns, f"right table '{right.name}'", right_columns
-    )
-    if join.into != join.list and join.into in left_columns:
-        raise spec.error(
-            f"{base}.into",
-            f"'{join.into}' is already a column of the left table '{left.name}'",
-            "choose another name for the joined list",
-        )
-
-
-def _check_rekey(
-    spec: PipelineSpec, rekey: Rekey, base: str, schemas: Mapping[str, Mapping[str, str]]
-) -> None:
-    master = spec.sources[rekey.source]
-    columns = schemas[master.name]
-    if rekey.key not in columns:
-        raise spec.error(
-            f"{base}.key",
-            f"rekey column '{rekey.key}' is not in the master table '{master.name}'",
-            f"use one of its columns: {', '.join(columns)}",
-        )
-    if rekey.key == master.key:
-        raise spec.error(
-            f"{base}.key",
-            f"'{rekey.key}' is already the key of '{master.name}'",
-            "re-key by another column; the master key is kept in every derived row",
-        )
-    _check_columns(spec, f"{base}.columns", rekey.columns, f"master table '{master.name}'", columns)
-
-
-def _check_enrich(
-    spec: PipelineSpec, enrich: Enrich, base: str, schemas: Mapping[str, Mapping[str, str]]
-) -> None:
-    fact = spec.sources[enrich.fact]
-    fact_columns = schemas[fact.name]
-    taken = {c: f"the fact table '{fact.name}'" for c in fact_columns}
-    for i, dimension in enumerate(enrich.dimensions):
-        at = f"{base}.dimensions[{i}]"
-        table = spec.sources[dimension.table]
-        columns = schemas[table.name]
-        fact_table = f"fact table '{fact.name}'"
-        _check_fk(spec, f"{at}.fk", dimension.fk, fact_table, fact_columns, "dimension", table, columns)
-        _check_columns(spec, f"{at}.columns", dimension.columns, f"dimension table '{table.name}'", columns)
-        for column in dimension.columns or tuple(c for c in columns if c != table.key):
-            name = dimension.prefix + column
-            if name in taken:
-                raise spec.error(
-                    f"{at}.prefix" if dimension.prefix else at,
-                    f"column '{name}' of dimension '{table.name}' clashes with a column of {taken[name]}",
-                    "give the dimension a 'prefix: <name>_' of its own, or choose other columns",
-                )
-            taken[name] = f"dimension '{table.name}'"
+    KINDS[view.kind].check_schemas(spec, view.definition, f"views.{view.name}.{view.kind.value}", schemas)

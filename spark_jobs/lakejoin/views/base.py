@@ -1,7 +1,7 @@
 """What every view kind gives the batch engine (engine/batch.py): its output key, its recompute
 of a batch's affected rows, its state tables, and its data quality checks.
 
-The engine owns the protocol: plan, changes, write, check, commit, idempotency. A view kind
+The engine owns the protocol: plan, changes, check, write, commit, idempotency. A view kind
 owns its semantics: which output keys a batch's changes can affect, how to recompute them, and
 how to keep its own state table (rekey's re-keyed index; the other kinds keep none) in step.
 What the engine gives a view kind in return, while one batch runs, is views/context.py; the
@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta.key_ranges import KeyRange
+from lakejoin.quality.checks import Validation
 from lakejoin.spec.model import PipelineSpec, Source, View
 from lakejoin.views.context import STATE
 
@@ -27,7 +28,12 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Rebuilt:
-    """A batch's recomputed output rows, and the output keys they replace (None: all keys).
+    """What `rebuild` returns, and all that the later steps of the batch get from it: the
+    recomputed output rows, the output keys they replace (None: all keys), the kind's own
+    figures reported with the batch (`metrics`: composite rows, conflicts, the fan-out rule's
+    figures...), and what `write_state` writes (`state`, of the kind's own type; None for a
+    kind without a state table).
+
     When the view kind materialised the affected keys it says how many there are and their
     range (`key_ranges.materialised`), so the write does not materialise them again."""
 
@@ -35,19 +41,22 @@ class Rebuilt:
     affected: DataFrame | None
     affected_count: int | None = None
     bounds: KeyRange | None = None
-
-
-@dataclass(frozen=True)
-class Validation:
-    """One Great Expectations validation: a scope name, the rows, the expectations."""
-
-    scope: str
-    rows: DataFrame
-    expectations: list[Any]
+    metrics: Mapping[str, int] = field(default_factory=dict)
+    state: Any = None
 
 
 class ViewKindLogic(ABC):
-    """One view kind's part of a batch. A new instance serves each batch."""
+    """One view kind's part of a batch, as functions of their inputs.
+
+    A kind object holds only what its constructor derives from the spec and the view; no step
+    leaves anything on it for a later one. The engine calls, in order:
+    - `rebuild(ctx, changes)` -> `Rebuilt`: the recomputed rows with their affected keys, the
+      kind's metrics and its state to write;
+    - `validations(ctx, written)` -> the checks of the rows about to be written;
+    - `write_state(ctx, rebuilt)`, given what `rebuild` returned.
+    The inputs' columns at the pinned versions come in `ctx.schemas` (checked against the
+    spec before any step runs); a kind derives its chosen columns from them where it needs
+    them."""
 
     state_name = "state table"  # what the view's state table is called in messages
 
@@ -69,35 +78,31 @@ class ViewKindLogic(ABC):
         """The view's state tables, by the name under which a plan pins each one's version."""
         return {STATE: state_path}
 
-    def metrics(self) -> dict[str, int]:
-        """Counts of this kind's own, reported with the batch (composite rows, conflicts...)."""
-        return {}
-
     @property
     @abstractmethod
     def output_key(self) -> tuple[str, ...]:
         """The column(s) that identify an output row."""
 
-    def prepare(self, schemas: Mapping[str, Mapping[str, str]]) -> None:  # noqa: B027 - optional hook
-        """Called with each source's columns (name -> type) at the pinned versions, after the
-        spec's own checks passed."""
-
     @abstractmethod
     def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
         """Recompute the output rows this batch affects (every row when `changes` is None).
 
-        `changes` maps each source to its net changed rows since the last batch (see
-        changes.net_changes). A failure here leaves nothing written.
+        Receives the batch context and `changes`, which maps each change source to its net
+        changed rows since the last batch (see changes.net_changes). Returns the rows, their
+        affected keys, the kind's metrics and the state `write_state` is to write. A failure
+        here leaves nothing written.
         """
 
     @abstractmethod
-    def write_state(self, ctx: BatchContext) -> None:
-        """Bring the view's state table up to the pinned versions, before the output commit
-        (called inside `idempotent`). It must end exact whatever an earlier attempt at older
-        pins wrote: state is a function of the pinned inputs, rewritten key by key."""
+    def write_state(self, ctx: BatchContext, rebuilt: Rebuilt) -> None:
+        """Bring the view's state table up to the pinned versions from `rebuilt.state` (what
+        `rebuild` returned), before the output commit (called inside `idempotent`; not in a
+        repair). It must end exact whatever an earlier attempt at older pins wrote: state is a
+        function of the pinned inputs, rewritten key by key."""
 
     @abstractmethod
     def validations(self, ctx: BatchContext, written: DataFrame) -> list[Validation]:
-        """Great Expectations checks of the rows the batch is about to write (run before its
-        output commit: a failing blocking check leaves nothing committed). Each validation's
-        rows are at most one per row of `written` (the checks choose their engine by that count)."""
+        """Great Expectations checks of `written`, the materialised rows the batch is about to
+        write (run before its output commit: a failing blocking check leaves nothing committed).
+        Each validation's rows are at most one per row of `written` (the checks choose their
+        engine by that count)."""

@@ -51,7 +51,7 @@ class BatchContext:
     view: View
     plan: BatchPlan
     state_path: str
-    metrics: dict[str, int] = field(default_factory=dict)
+    schemas: Mapping[str, Mapping[str, str]]  # each input's columns (name -> type) at its pin
     notes: dict[str, str] = field(default_factory=dict)
     changed: dict[str, int] = field(default_factory=dict)  # keys changed per change source
     changed_range: dict[str, KeyRange] = field(default_factory=dict)  # their key range

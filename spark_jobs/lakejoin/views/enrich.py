@@ -36,11 +36,12 @@ from typing import TYPE_CHECKING, Any
 from lakejoin.delta import routing
 from lakejoin.delta.key_ranges import materialised
 from lakejoin.quality import checks as quality
+from lakejoin.quality.checks import Validation
 from lakejoin.spec.model import Dimension, EnrichMode, JoinHow, PipelineSpec, Source, View
-from lakejoin.views.base import Rebuilt, Validation, ViewKindLogic
+from lakejoin.views.base import Rebuilt, ViewKindLogic
 from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
-from lakejoin.views.fk_join import referenced_right_rows
+from lakejoin.views.joins import referenced_right_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -93,8 +94,6 @@ class EnrichView(ViewKindLogic):
         self.enrich = view.enrich
         self.fact = spec.sources[self.enrich.fact]
         self.propagate = self.enrich.mode is EnrichMode.PROPAGATE
-        self._columns: dict[str, list[str]] = {}
-        self._counts: dict[str, int] = {}
 
     def table(self, dimension: Dimension) -> Source:
         return self.spec.sources[dimension.table]
@@ -117,13 +116,10 @@ class EnrichView(ViewKindLogic):
         one holds."""
         return {d.id: d.fk for d in self.enrich.dimensions}
 
-    def prepare(self, schemas: Mapping[str, Mapping[str, str]]) -> None:
-        for d in self.enrich.dimensions:
-            key = self.table(d).key
-            self._columns[d.id] = list(d.columns or [c for c in schemas[d.table] if c != key])
-
-    def metrics(self) -> dict[str, int]:
-        return dict(self._counts)
+    def _columns(self, d: Dimension, schemas: Mapping[str, Mapping[str, str]]) -> list[str]:
+        """The dimension's columns the output carries: the declared ones, or all but its key."""
+        key = self.table(d).key
+        return list(d.columns or [c for c in schemas[d.table] if c != key])
 
     # --- affected keys -------------------------------------------------------------------
 
@@ -184,6 +180,7 @@ class EnrichView(ViewKindLogic):
     # --- recompute -------------------------------------------------------------------------
 
     def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
+        counts: dict[str, int] = {}
         if changes is not None:
             reached: DataFrame | list[Any] = []
             if self.propagate:
@@ -193,23 +190,30 @@ class EnrichView(ViewKindLogic):
                     self.fact,
                     count,
                     self.enrich.fanout_threshold,
-                    self._counts,
+                    counts,
                     changed="dimension keys",
                     of="facts",
                 ):
                     changes = None
             if changes is not None:
-                return self._rebuild_affected(ctx, changes, reached)
+                return self._rebuild_affected(ctx, changes, reached, counts)
         fact_rows = ctx.whole_source(self.fact)
         ctx.require_unique(fact_rows, self.fact)
-        dimensions = [self._dimension_rows(ctx, d, fact_rows, whole=True) for d in self.enrich.dimensions]
-        return Rebuilt(recompute(fact_rows, dimensions), None)
+        dimensions = [
+            self._dimension_rows(ctx, d, fact_rows, counts, whole=True) for d in self.enrich.dimensions
+        ]
+        return Rebuilt(recompute(fact_rows, dimensions), None, metrics=counts)
 
     def _rebuild_affected(
-        self, ctx: BatchContext, changes: Mapping[str, DataFrame], reached: DataFrame | list[Any]
+        self,
+        ctx: BatchContext,
+        changes: Mapping[str, DataFrame],
+        reached: DataFrame | list[Any],
+        counts: dict[str, int],
     ) -> Rebuilt:
         """The rows of the facts that changed or that a changed dimension key reaches: found on
-        the driver when they are few (lookups.py), else with Spark."""
+        the driver when they are few (lookups.py), else with Spark. Its metrics are `counts`, to
+        which the dimensions' join strategies are added."""
         fact_changes = changes[self.fact.name]
         found = (
             ctx.affected_on_driver(self.fact, fact_changes, reached) if isinstance(reached, list) else None
@@ -225,16 +229,24 @@ class EnrichView(ViewKindLogic):
             affected, count, bounds = materialised(keys.distinct(), self.fact.key)
             fact_rows = ctx.rows_of(self.fact, affected, fact_changes, bounds)
         dimensions = [
-            self._dimension_rows(ctx, d, fact_rows, whole=False, few=found is not None)
+            self._dimension_rows(ctx, d, fact_rows, counts, whole=False, few=found is not None)
             for d in self.enrich.dimensions
         ]
-        return Rebuilt(recompute(fact_rows, dimensions), affected, count, bounds)
+        return Rebuilt(recompute(fact_rows, dimensions), affected, count, bounds, metrics=counts)
 
     def _dimension_rows(
-        self, ctx: BatchContext, d: Dimension, fact_rows: DataFrame, *, whole: bool, few: bool = False
+        self,
+        ctx: BatchContext,
+        d: Dimension,
+        fact_rows: DataFrame,
+        counts: dict[str, int],
+        *,
+        whole: bool,
+        few: bool = False,
     ) -> DimensionRows:
         """The dimension's rows a recompute needs: all (`whole`), or those `fact_rows` reference,
-        read on the driver when the facts are `few`."""
+        read on the driver when the facts are `few`. A dimension joined with a shuffle is
+        counted in `counts`."""
         table = self.table(d)
         rows = None
         if whole:
@@ -246,10 +258,12 @@ class EnrichView(ViewKindLogic):
             rows = ctx.unique_rows(
                 referenced_right_rows(ctx.snapshot(table), fact_rows, d.fk, table.key), table
             )
-        return DimensionRows(d, rows, table.key, self._columns[d.id], self._broadcastable(ctx, table))
+        columns = self._columns(d, ctx.schemas)
+        return DimensionRows(d, rows, table.key, columns, self._broadcastable(ctx, table, counts))
 
-    def _broadcastable(self, ctx: BatchContext, table: Source) -> bool:
-        """A dimension is broadcast unless its files exceed the view's broadcast limit."""
+    def _broadcastable(self, ctx: BatchContext, table: Source, counts: dict[str, int]) -> bool:
+        """A dimension is broadcast unless its files exceed the view's broadcast limit; one that
+        is not is counted in `counts` (`shuffled.<table>`) and noted."""
         import pyarrow as pa
         import pyarrow.compute as pc
         from deltalake import DeltaTable
@@ -267,12 +281,12 @@ class EnrichView(ViewKindLogic):
         )
         log.warning("view '%s': %s", self.view.name, message)
         ctx.notes[f"broadcast.{table.name}"] = message
-        self._counts[f"shuffled.{table.name}"] = 1
+        counts[f"shuffled.{table.name}"] = 1
         return False
 
     # --- state and checks ------------------------------------------------------------------
 
-    def write_state(self, ctx: BatchContext) -> None:
+    def write_state(self, ctx: BatchContext, rebuilt: Rebuilt) -> None:
         """No state to write (see the module)."""
 
     def validations(self, ctx: BatchContext, written: DataFrame) -> list[Validation]:

@@ -1,6 +1,8 @@
 """fk_join: `left ⋈ right ON left.fk = right.key`, one row per left key, inner or left.
 
-Pure DataFrame code: reading and writing Delta happens in the batch engine (engine/).
+`recompute` and the helpers above the class are DataFrame code; the class reads the pinned
+inputs (through the batch context, or with delta-rs on the driver when the keys are few) and
+writes nothing: the engine writes the output (engine/write.py).
 
 >>> out = recompute(left_rows, right_rows, spec.views["display_products"].fk_join,
 ...                 right_key="merchant_id", right_columns=["display_name"])   # doctest: +SKIP
@@ -14,10 +16,12 @@ from typing import TYPE_CHECKING, Any
 from lakejoin.delta import routing
 from lakejoin.delta.key_ranges import Keys, materialised
 from lakejoin.quality import checks as quality
+from lakejoin.quality.checks import Validation
 from lakejoin.spec.model import FkJoin, JoinHow, PipelineSpec, View
-from lakejoin.views.base import Rebuilt, Validation, ViewKindLogic
+from lakejoin.views.base import Rebuilt, ViewKindLogic
 from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
+from lakejoin.views.joins import referenced_right_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -34,14 +38,6 @@ def affected_keys(left_changed_keys: DataFrame, routed_keys: DataFrame, left_key
     """Output keys a batch can change: left keys that changed, and left keys routed from
     changed right keys. A right change cannot reach any other row."""
     return left_changed_keys.select(left_key).union(routed_keys.select(left_key)).distinct()
-
-
-def referenced_right_rows(right: DataFrame, left_rows: DataFrame, fk: str, right_key: str) -> DataFrame:
-    """The right rows that the given left rows reference (the only ones a recompute needs)."""
-    from pyspark.sql import functions as F
-
-    wanted = left_rows.select(F.col(fk).alias(RIGHT_MATCH)).where(F.col(RIGHT_MATCH).isNotNull()).distinct()
-    return right.join(F.broadcast(wanted), right[right_key] == wanted[RIGHT_MATCH], how="left_semi")
 
 
 def recompute(
@@ -82,24 +78,20 @@ class FkJoinView(ViewKindLogic):
         super().__init__(spec, view)
         self.join = view.fk_join
         self.left, self.right = spec.sources[self.join.left], spec.sources[self.join.right]
-        self._right_columns: list[str] = []
-        self._counts: dict[str, int] = {}
 
     @property
     def output_key(self) -> tuple[str, ...]:
         return (self.left.key,)
 
-    def metrics(self) -> dict[str, int]:
-        return dict(self._counts)
-
-    def prepare(self, schemas: Mapping[str, Mapping[str, str]]) -> None:
-        self._right_columns = chosen_right_columns(self.join, list(schemas[self.right.name]), self.right.key)
+    def _right_columns(self, schemas: Mapping[str, Mapping[str, str]]) -> list[str]:
+        return chosen_right_columns(self.join, list(schemas[self.right.name]), self.right.key)
 
     def state_tables(self, state_path: str) -> dict[str, str]:
         return {}
 
     def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
-        self._counts = {}
+        counts: dict[str, int] = {}
+        right_columns = self._right_columns(ctx.schemas)
         if changes is not None:
             routed, reached = self._routed(ctx, changes)
             # A right row referenced by many left rows (a popular customer) can reach a large
@@ -109,7 +101,7 @@ class FkJoinView(ViewKindLogic):
                 self.left,
                 reached,
                 self.join.fanout_threshold,
-                self._counts,
+                counts,
                 changed="right keys",
                 of="left rows",
             ):
@@ -119,17 +111,17 @@ class FkJoinView(ViewKindLogic):
                     right_rows,
                     self.join,
                     right_key=self.right.key,
-                    right_columns=self._right_columns,
+                    right_columns=right_columns,
                 )
-                return Rebuilt(rows, affected, count, bounds)
+                return Rebuilt(rows, affected, count, bounds, metrics=counts)
         left_rows = ctx.whole_source(self.left)
         ctx.require_unique(left_rows, self.left)
         right_rows = ctx.whole_source(self.right)
         ctx.require_unique(right_rows, self.right)
         rows = recompute(
-            left_rows, right_rows, self.join, right_key=self.right.key, right_columns=self._right_columns
+            left_rows, right_rows, self.join, right_key=self.right.key, right_columns=right_columns
         )
-        return Rebuilt(rows, None)
+        return Rebuilt(rows, None, metrics=counts)
 
     def _routed(
         self, ctx: BatchContext, changes: Mapping[str, DataFrame]
@@ -191,7 +183,7 @@ class FkJoinView(ViewKindLogic):
             )
         return keys, left_rows, right_rows
 
-    def write_state(self, ctx: BatchContext) -> None:
+    def write_state(self, ctx: BatchContext, rebuilt: Rebuilt) -> None:
         """No state to write (see the class)."""
 
     def validations(self, ctx: BatchContext, written: DataFrame) -> list[Validation]:

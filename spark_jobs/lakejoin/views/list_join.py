@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING, Any
 from lakejoin.delta import routing
 from lakejoin.delta.change_feed import CHANGE, ChangeKind
 from lakejoin.delta.key_ranges import materialised
+from lakejoin.quality.checks import Validation
 from lakejoin.spec.model import Duplicates, ListJoin, PipelineSpec, View
-from lakejoin.views.base import Rebuilt, Validation, ViewKindLogic
+from lakejoin.views.base import Rebuilt, ViewKindLogic
 from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
 
@@ -104,19 +105,15 @@ class ListJoinView(ViewKindLogic):
         super().__init__(spec, view)
         self.join = view.list_join
         self.left, self.right = spec.sources[self.join.left], spec.sources[self.join.right]
-        self._right_columns: list[str] = []
-        self._counts: dict[str, int] = {}
 
     @property
     def output_key(self) -> tuple[str, ...]:
         return (self.left.key,)
 
-    def prepare(self, schemas: Mapping[str, Mapping[str, str]]) -> None:
+    def _right_columns(self, schemas: Mapping[str, Mapping[str, str]]) -> list[str]:
+        """The right columns each joined element carries: the declared ones, or all but the key."""
         columns = list(schemas[self.right.name])
-        self._right_columns = list(self.join.right_columns or [c for c in columns if c != self.right.key])
-
-    def metrics(self) -> dict[str, int]:
-        return dict(self._counts)
+        return list(self.join.right_columns or [c for c in columns if c != self.right.key])
 
     def _output_rows(self, left_rows: DataFrame, lists: DataFrame) -> DataFrame:
         """Left rows with the list column replaced by their joined list."""
@@ -130,7 +127,7 @@ class ListJoinView(ViewKindLogic):
         return {}
 
     def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
-        self._counts = {}
+        counts: dict[str, int] = {}
         if changes is not None:
             routed, reached = self._routed(ctx, changes)
             # An element held by many lists (a popular tag) can reach a large share of the
@@ -140,11 +137,11 @@ class ListJoinView(ViewKindLogic):
                 self.left,
                 reached,
                 self.join.fanout_threshold,
-                self._counts,
+                counts,
                 changed="right keys",
                 of="left rows",
             ):
-                return self._incremental(ctx, changes, routed)
+                return self._incremental(ctx, changes, routed, counts)
         key = self.left.key
         left_rows = ctx.whole_source(self.left)
         ctx.require_unique(left_rows, self.left)
@@ -154,17 +151,22 @@ class ListJoinView(ViewKindLogic):
             composite_rows(left_rows, self.join, key, outer=True),
             right_rows,
             right_key=self.right.key,
-            right_columns=self._right_columns,
+            right_columns=self._right_columns(ctx.schemas),
             into=self.join.into,
         )
-        return Rebuilt(self._output_rows(left_rows, lists), None)
+        return Rebuilt(self._output_rows(left_rows, lists), None, metrics=counts)
 
     def _incremental(
-        self, ctx: BatchContext, changes: Mapping[str, DataFrame], routed: DataFrame | list[Any]
+        self,
+        ctx: BatchContext,
+        changes: Mapping[str, DataFrame],
+        routed: DataFrame | list[Any],
+        counts: dict[str, int],
     ) -> Rebuilt:
         """Re-join the lists of the left keys that changed or hold a changed element, but for
         those whose list is as it was and holds no changed element: they keep their joined
-        list from the output."""
+        list from the output. The result's metrics are `counts` (the fan-out rule's figures)
+        with the composite rows re-joined and the left rows carried."""
         from pyspark.sql import functions as F
 
         key = self.left.key
@@ -236,11 +238,11 @@ class ListJoinView(ViewKindLogic):
             composite_rows(rejoin_rows, self.join, key, outer=True),
             right_rows,
             right_key=self.right.key,
-            right_columns=self._right_columns,
+            right_columns=self._right_columns(ctx.schemas),
             into=into,
         ).unionByName(kept)
-        self._counts.update(composite_rows_rebuilt=rebuilt, left_rows_carried=carried)
-        return Rebuilt(self._output_rows(left_rows, lists), keys, count, key_bounds)
+        metrics = {**counts, "composite_rows_rebuilt": rebuilt, "left_rows_carried": carried}
+        return Rebuilt(self._output_rows(left_rows, lists), keys, count, key_bounds, metrics=metrics)
 
     def _routed(
         self, ctx: BatchContext, changes: Mapping[str, DataFrame]
@@ -299,7 +301,7 @@ class ListJoinView(ViewKindLogic):
             return None
         return lookups.as_spark(ctx.spark, rows, output.schema)
 
-    def write_state(self, ctx: BatchContext) -> None:
+    def write_state(self, ctx: BatchContext, rebuilt: Rebuilt) -> None:
         """No state to write (see the module)."""
 
     def validations(self, ctx: BatchContext, written: DataFrame) -> list[Validation]:

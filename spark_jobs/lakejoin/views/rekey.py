@@ -23,13 +23,15 @@ each is recomputed from the masters that claim it in the index.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta.change_feed import CHANGE, VERSION, ChangeKind, net_changes, read_change_feed
 from lakejoin.errors import KeyConflictError
+from lakejoin.quality.checks import Validation
 from lakejoin.sink.choice import KEEP
 from lakejoin.spec.model import OnConflict, PipelineSpec, View
-from lakejoin.views.base import Rebuilt, Validation, ViewKindLogic
+from lakejoin.views.base import Rebuilt, ViewKindLogic
 from lakejoin.views.context import STATE, BatchContext
 
 if TYPE_CHECKING:
@@ -61,6 +63,17 @@ def conflicts(claims: DataFrame, derived_key: str, master_key: str) -> DataFrame
     )
 
 
+@dataclass(frozen=True)
+class IndexUpdate:
+    """What a batch writes to the index (`Rebuilt.state`): every index row (`full`, a full
+    refresh), or the master's net changes, one row per changed master with its derived key, the
+    version of its last change, the chosen columns and the change kind (a delete, or an upsert
+    with a null derived key, deletes the master's index row)."""
+
+    rows: DataFrame
+    full: bool
+
+
 class RekeyView(ViewKindLogic):
     state_name = "rekey index"
 
@@ -68,8 +81,6 @@ class RekeyView(ViewKindLogic):
         super().__init__(spec, view)
         self.rekey = view.rekey
         self.master = spec.sources[self.rekey.source]
-        self._columns: list[str] = []
-        self._counts: dict[str, int] = {}
 
     @property
     def output_key(self) -> tuple[str, ...]:
@@ -77,25 +88,20 @@ class RekeyView(ViewKindLogic):
             return (self.rekey.key,)
         return (self.rekey.key, self.master.key)
 
-    def prepare(self, schemas: Mapping[str, Mapping[str, str]]) -> None:
-        available = list(schemas[self.master.name])
-        chosen = list(self.rekey.columns or available)
-        self._columns = [c for c in chosen if c not in (self.rekey.key, self.master.key)]
+    def _columns(self, schemas: Mapping[str, Mapping[str, str]]) -> list[str]:
+        """The master's chosen columns, but for the master key and the derived key."""
+        chosen = list(self.rekey.columns or schemas[self.master.name])
+        return [c for c in chosen if c not in (self.rekey.key, self.master.key)]
 
-    def metrics(self) -> dict[str, int]:
-        return dict(self._counts)
-
-    def _index_columns(self) -> list[str]:
-        return [self.master.key, self.rekey.key, SINCE, *self._columns]
-
-    def _output(self, claims: DataFrame) -> DataFrame:
-        return claims.select(self.rekey.key, self.master.key, *self._columns)
+    def _index_columns(self, schemas: Mapping[str, Mapping[str, str]]) -> list[str]:
+        return [self.master.key, self.rekey.key, SINCE, *self._columns(schemas)]
 
     def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
         v, k = self.rekey.key, self.master.key
+        columns, index_columns = self._columns(ctx.schemas), self._index_columns(ctx.schemas)
         # Masters without a derived key are counted by an observation on the job that
         # materialises the rows anyway, not by a count of their own.
         dropped = Observation()
@@ -104,17 +110,14 @@ class RekeyView(ViewKindLogic):
             rows = self._full_index(ctx)
             ctx.require_unique(rows, self.master)
             kept = rows.observe(dropped, null_keys).where(F.col(v).isNotNull())
-            self._index = kept.select(*self._index_columns()).localCheckpoint()
-            self._changes = None
-            claims = self._index
+            claims = kept.select(*index_columns).localCheckpoint()
+            update = IndexUpdate(claims, full=True)
             affected = None
         else:
             index = ctx.read_state()
             changed = changes[self.master.name]
             upserts = changed.where(F.col(CHANGE) == ChangeKind.UPSERT.value).observe(dropped, null_keys)
-            new = upserts.where(F.col(v).isNotNull()).select(
-                k, v, F.col(VERSION).alias(SINCE), *self._columns
-            )
+            new = upserts.where(F.col(v).isNotNull()).select(k, v, F.col(VERSION).alias(SINCE), *columns)
             # A batch of few masters reads their index rows on the driver (lookups.py).
             masters = ctx.key_values(changed, k, ctx.changed.get(self.master.name))
             listed = None if masters is None else self._index_on_driver(ctx, index, k, masters)
@@ -135,16 +138,16 @@ class RekeyView(ViewKindLogic):
                     F.broadcast(derived), on=v, how="left_semi"
                 )
             # Without `unique`, a derived row depends on its own master alone.
-            claims = (
-                new if not self.rekey.unique else unchanged.select(*self._index_columns()).unionByName(new)
-            )
+            claims = new if not self.rekey.unique else unchanged.select(*index_columns).unionByName(new)
             claims = claims.localCheckpoint()
-            self._changes = changed.select(k, v, F.col(VERSION).alias(SINCE), *self._columns, CHANGE)
-        self._counts = {"null_keys_dropped": int(dropped.get["n"] or 0), "conflicts": 0}
+            update = IndexUpdate(
+                changed.select(k, v, F.col(VERSION).alias(SINCE), *columns, CHANGE), full=False
+            )
+        counts = {"null_keys_dropped": int(dropped.get["n"] or 0), "conflicts": 0}
         if self.rekey.unique:
             clashes = conflicts(claims, v, k).orderBy(v).limit(20).collect()
             total = conflicts(claims, v, k).count() if clashes else 0
-            self._counts["conflicts"] = total
+            counts["conflicts"] = total
             if clashes and self.rekey.on_conflict is OnConflict.FAIL:
                 raise KeyConflictError(
                     f"{total} derived key(s) are claimed by more than one master row: "
@@ -160,7 +163,8 @@ class RekeyView(ViewKindLogic):
                     f"{total} derived key(s) claimed by several masters, the latest kept: "
                     + shown_conflicts(clashes, v, k, limit=5)
                 )
-        return Rebuilt(self._output(resolve(claims, v, k, unique=self.rekey.unique)), affected)
+        output = resolve(claims, v, k, unique=self.rekey.unique).select(v, k, *columns)
+        return Rebuilt(output, affected, metrics=counts, state=update)
 
     @staticmethod
     def _index_on_driver(
@@ -212,20 +216,22 @@ class RekeyView(ViewKindLogic):
             SINCE, F.coalesce(F.col(SINCE), F.lit(pinned).cast("bigint"))
         )
 
-    def write_state(self, ctx: BatchContext) -> None:
+    def write_state(self, ctx: BatchContext, rebuilt: Rebuilt) -> None:
+        """Write `rebuilt.state` (an `IndexUpdate`) to the index: merged by master key, and
+        with `full`, every master not in it deleted."""
         from pyspark.sql import functions as F
 
-        ensure_index(ctx.spark, ctx.state_path, self._index_schema_source())
+        update = rebuilt.state
+        assert isinstance(update, IndexUpdate), "rekey's rebuild returns an IndexUpdate as its state"
         v, k = self.rekey.key, self.master.key
-        if self._changes is None:
-            source = self._index.withColumn(KEEP, F.lit(True))
+        if update.full:
+            ensure_index(ctx.spark, ctx.state_path, update.rows)
+            source = update.rows.withColumn(KEEP, F.lit(True))
         else:
+            ensure_index(ctx.spark, ctx.state_path, update.rows.drop(CHANGE))
             keep = (F.col(CHANGE) == ChangeKind.UPSERT.value) & F.col(v).isNotNull()
-            source = self._changes.withColumn(KEEP, keep).drop(CHANGE)
-        merge_index(ctx.spark, ctx.state_path, source, k, self._index_columns(), full=self._changes is None)
-
-    def _index_schema_source(self) -> DataFrame:
-        return self._index if self._changes is None else self._changes.drop(CHANGE)
+            source = update.rows.withColumn(KEEP, keep).drop(CHANGE)
+        merge_index(ctx.spark, ctx.state_path, source, k, self._index_columns(ctx.schemas), full=update.full)
 
     def validations(self, ctx: BatchContext, written: DataFrame) -> list[Validation]:
         import great_expectations as gx

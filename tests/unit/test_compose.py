@@ -11,7 +11,7 @@ import yaml
 
 pytestmark = pytest.mark.unit
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def compose_command() -> list[str]:

@@ -14,7 +14,7 @@ recompute, the downstream view pinned the upstream output's latest version, and 
 equals its recompute over that version: together, the chain equals a recompute from the base
 tables.
 
-    LAKEJOIN_HYPOTHESIS_EXAMPLES=25 pytest tests/test_properties_enrich.py
+    LAKEJOIN_HYPOTHESIS_EXAMPLES=25 pytest tests/properties/test_properties_enrich.py
 """
 
 from __future__ import annotations

@@ -8,20 +8,10 @@ lakejoin.a.b` and `from lakejoin import a` (`a` a module, or a name of the packa
 `from __future__ import annotations` keeps those names unevaluated. An import names one module:
 the parent packages Python runs first are not edges.
 
-The layers, lowest first; a module imports from its own layer or lower ones (checked when this
-test was written; the test itself checks only for cycles):
-1. the model, no Spark: errors, spec (the model), spec_yaml, spec_kinds (each kind's parser),
-   spec_parse (YAML -> model), engine.records;
-2. Spark and Delta I/O: session, jars, sources, changes, key_ranges, lookups, merge_terms,
-   driver_merge, delete_changed, keyed_tables, spark_merge, output_counts, split_write, sink,
-   routing, repair, schema_checks, engine.markers, engine.log;
-3. the view-kind interface: views.context (what the engine gives a kind), views.base (what a
-   kind gives the engine), views.fanout;
-4. data quality and its reports: suites, data_docs, quality; report_pages, report_plots, reports;
-5. the view kinds: views.fk_join, views.list_join, views.rekey, views.enrich;
-6. the batch protocol: engine.plan, engine.changes, engine.write, engine.batch, engine.pipeline;
-   pending;
-7. the entry points: cli, submit, airflow_tasks, airflow_submit, demo, the package itself.
+The layers, lowest first, are the package's folders (`LAYERS`). A module imports from its own
+folder and from folders of lower layers; two folders of one layer do not import each other.
+`test_no_layer_imports_a_higher_one` checks it, `test_the_package_has_no_import_cycle` checks
+that no modules need each other, within a folder too.
 """
 
 from __future__ import annotations
@@ -37,7 +27,7 @@ import pytest
 pytestmark = pytest.mark.unit
 
 PACKAGE = "lakejoin"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_DIR = ROOT / "spark_jobs" / PACKAGE
 
 
@@ -221,6 +211,79 @@ def test_the_package_has_no_import_cycle():
         "higher one: move the shared piece down, into the lower module or a small new one, or pass "
         "the value in as an argument. Moving the import into a function hides a cycle, it does not "
         "break it."
+    )
+
+
+# Each folder of the package and its layer: a module may import its own folder and lower layers.
+LAYERS = {
+    "errors": 0,  # the error types every layer raises
+    "spec": 1,  # the model, YAML with line numbers, parsing, each kind's registry entry: no Spark
+    "delta": 2,  # the I/O edge: session, sources, change feeds, delta-rs lookups, log and markers
+    "sink": 3,  # the output write and its counts
+    "quality": 3,  # Great Expectations checks, Data Docs, reports
+    "views": 4,  # the view kinds
+    "engine": 5,  # the batch protocol, one module per step; repair ranges, pending work
+    "cli": 6,  # the command line
+    "demo": 6,  # the demo's marketplace
+    "airflow": 7,  # the DAG's task logic and the spark-submit path (it prints the CLI's summary)
+    "": 8,  # the package itself: its public names
+}
+
+
+def folder_of(module: str) -> str:
+    """The folder (`LAYERS`' key) a module sits in: `lakejoin.views.rekey` -> `views`."""
+    parts = module.split(".")[1:]
+    return parts[0] if parts and parts[0] in LAYERS else ""
+
+
+def layer_violations(imports: Iterable[Import]) -> list[Import]:
+    return [
+        found
+        for found in imports
+        if (importer := folder_of(found.importer)) != (imported := folder_of(found.imported))
+        and LAYERS[importer] <= LAYERS[imported]
+    ]
+
+
+def test_every_folder_has_a_layer():
+    folders = {folder_of(module) for module in package_modules()}
+    unknown = sorted(p.name for p in PACKAGE_DIR.iterdir() if p.is_dir() and (p / "__init__.py").exists())
+    assert set(unknown) <= set(LAYERS), (
+        f"folders without a layer: {sorted(set(unknown) - set(LAYERS))}; add each to LAYERS in "
+        f"{Path(__file__).name} at the layer of what it imports"
+    )
+    assert folders <= set(LAYERS)
+
+
+def test_no_layer_imports_a_higher_one():
+    modules = package_modules()
+    wrong = layer_violations(package_imports(modules))
+    report = "\n".join(
+        f"  {modules[w.importer].relative_to(ROOT)}:{w.line}: {w} "
+        f"({folder_of(w.importer) or PACKAGE} is layer {LAYERS[folder_of(w.importer)]}, "
+        f"{folder_of(w.imported) or PACKAGE} is layer {LAYERS[folder_of(w.imported)]})"
+        for w in wrong
+    )
+    assert not wrong, (
+        f"imports against the layers (see LAYERS in {Path(__file__).name}):\n{report}\n"
+        "Move the shared piece down to the lower layer, or pass the value in from above."
+    )
+
+
+@pytest.mark.parametrize(
+    ("importer", "imported", "wrong"),
+    [
+        ("lakejoin.views.rekey", "lakejoin.spec.model", False),
+        ("lakejoin.views.rekey", "lakejoin.views.base", False),
+        ("lakejoin.spec.parse", "lakejoin.views.registry", True),
+        ("lakejoin.sink.choice", "lakejoin.quality.checks", True),
+        ("lakejoin.errors", "lakejoin", True),
+        ("lakejoin", "lakejoin.engine.batch", False),
+    ],
+)
+def test_a_layer_violation_is_an_import_upwards_or_sideways(importer, imported, wrong):
+    assert layer_violations([Import(importer, imported, 1, False)]) == (
+        [Import(importer, imported, 1, False)] if wrong else []
     )
 
 

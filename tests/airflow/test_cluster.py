@@ -27,7 +27,7 @@ from tests.lakehouse import MERCHANTS, PRODUCTS, Lakehouse
 
 pytestmark = pytest.mark.cluster
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 APP = "lakejoin_shop.display_products"  # the Spark app name of the view's batch
 

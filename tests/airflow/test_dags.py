@@ -13,7 +13,7 @@ from tests.lakehouse import fk_join_oracle
 
 pytestmark = pytest.mark.airflow
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 AIRFLOW = str(Path(sys.executable).parent / "airflow")
 
 

@@ -7,7 +7,7 @@ list_join histories draw the duplicates policy (keep or drop); rekey histories d
 `unique: false`. After every batch the view must equal its plain-Python oracle at the batch's
 pinned versions.
 
-    LAKEJOIN_HYPOTHESIS_EXAMPLES=25 pytest tests/test_properties_list_rekey.py
+    LAKEJOIN_HYPOTHESIS_EXAMPLES=25 pytest tests/properties/test_properties_list_rekey.py
 """
 
 from __future__ import annotations

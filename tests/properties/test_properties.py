@@ -10,7 +10,7 @@ even the two examples CI runs are meaningful. Each history also draws the join t
 inner). After every batch, the view must equal the plain-Python oracle at the batch's pinned
 versions.
 
-    LAKEJOIN_HYPOTHESIS_EXAMPLES=25 pytest tests/test_properties.py     # a longer search
+    LAKEJOIN_HYPOTHESIS_EXAMPLES=25 pytest tests/properties/test_properties.py     # a longer search
     LAKEJOIN_HYPOTHESIS_SHRINK=1 ...                                     # shrink a failure (slow)
 """
 

@@ -13,13 +13,16 @@ import pytest
 
 pytestmark = pytest.mark.unit
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RUNNABLE = [
     "lakejoin.spec.model",
     "lakejoin.spec.parse",
+    "lakejoin.spec.registry",
+    "lakejoin.engine.kinds",
     "lakejoin.engine.repair",
     "lakejoin.airflow.submit_operator",
     "lakejoin.engine.pipeline",
+    "lakejoin.delta.sql_text",
 ]
 
 

@@ -22,7 +22,7 @@ from lakejoin.spec.model import SparkRun
 from lakejoin.spec.parse import load_spec, parse_spec
 from tests.lakehouse import MERCHANTS, PRODUCTS, Lakehouse
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 VIEW = "display_products"
 ACME = ("m1", "Acme", "a.png")
 PEN, CUP = ("p1", "pen", 1.0, "m1"), ("p2", "cup", 2.0, "m1")

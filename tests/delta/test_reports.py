@@ -19,7 +19,7 @@ from tests.lakehouse import MERCHANTS, PRODUCTS, Lakehouse
 pytestmark = pytest.mark.delta
 
 VIEW = "display_products"
-PLUGIN = Path(__file__).resolve().parent.parent / "plugins" / "lakejoin_reports.py"
+PLUGIN = Path(__file__).resolve().parents[2] / "plugins" / "lakejoin_reports.py"
 
 
 def text_of(page: Path) -> str:
