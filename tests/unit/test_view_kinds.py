@@ -54,12 +54,11 @@ def test_an_fk_join_is_keyed_by_its_left_key_reads_both_sides_and_keeps_no_state
 def test_a_list_join_is_keyed_by_its_left_key_and_keeps_no_state():
     spec = shop()
     kind = ListJoinView(spec, spec.views["person_addresses"])
-    kind.prepare(SCHEMAS)
 
     assert kind.output_key == ("person_id",)
     assert names(kind.change_sources) == ["persons", "addresses"]
     assert kind.state_tables("/state") == {}
-    assert kind._right_columns == ["street", "city"]
+    assert kind._right_columns(SCHEMAS) == ["street", "city"]
 
 
 @pytest.mark.parametrize(
@@ -78,10 +77,9 @@ def test_a_list_join_is_keyed_by_its_left_key_and_keeps_no_state():
 def test_a_rekey_is_keyed_by_its_derived_key_or_with_its_master_key_when_not_unique(view, key, index):
     spec = shop()
     kind = RekeyView(spec, spec.views[view])
-    kind.prepare(SCHEMAS)
 
     assert kind.output_key == key
-    assert kind._index_columns() == index
+    assert kind._index_columns(SCHEMAS) == index
     assert kind.state_tables("/state") == {"_routing": "/state"}  # its index, pinned as _routing
 
 
@@ -102,9 +100,8 @@ def test_an_enrich_reads_the_dimensions_changes_only_when_it_propagates_them(vie
 def test_an_enrich_carries_each_dimensions_columns_and_routes_by_its_fk():
     spec = shop()
     kind = EnrichView(spec, spec.views["looked_up"])
-    kind.prepare(SCHEMAS)
 
-    assert kind._columns == {
+    assert {d.id: kind._columns(d, SCHEMAS) for d in kind.enrich.dimensions} == {
         "customers_by_customer_id": ["name"],
         "display_products_by_product_id": ["title"],
     }

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pyarrow as pa
 import pytest
 
-from lakejoin.delta import key_ranges, lookups, markers
+from lakejoin.delta import key_ranges, lookups, markers, sql_text
 from lakejoin.delta.markers import FINAL, PRE, BatchMarker, OutputCommit, operation_metrics
 from lakejoin.delta.records import BatchMode
 from lakejoin.errors import ConcurrentBatchError
@@ -101,14 +101,14 @@ def test_operation_metrics_read_spark_and_delta_rs_alike(metrics, read):
     ],
 )
 def test_a_key_value_is_written_as_a_sql_literal(value, literal):
-    assert driver_merge._literal(value) == literal
+    assert sql_text.literal(value) == literal
 
 
 @pytest.mark.parametrize(
     ("name", "quoted"), [("id", '"id"'), ('odd"name', '"odd""name"'), ("with space", '"with space"')]
 )
 def test_a_name_is_quoted(name, quoted):
-    assert driver_merge._q(name) == quoted
+    assert sql_text.quoted(name) == quoted
 
 
 @pytest.mark.parametrize(
