@@ -12,17 +12,19 @@ os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
 logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
-# The order tests start in (issue 24): the pure tests first, so a broken step fails in seconds;
-# then the slowest (a Spark cluster, a browser against a running Airflow), so that on two workers
-# they overlap the rest instead of running alone at the end; then everything else.
-FIRST, SLOW = ("unit",), ("cluster", "browser")
+# The order tests start in (issue 24): the pure tests first, so a broken step fails in seconds,
+# then the steps on in-memory frames (seconds each); then the slowest (a Spark cluster, a browser
+# against a running Airflow), so that on two workers they overlap the rest instead of running
+# alone at the end; then everything else.
+ORDER = (("unit",), ("steps",), ("cluster", "browser"))
 
 
 def pytest_collection_modifyitems(config, items):  # noqa: ANN001, ARG001 - pytest's hook
     def rank(item) -> int:  # noqa: ANN001
-        if any(item.get_closest_marker(m) for m in FIRST):
-            return 0
-        return 1 if any(item.get_closest_marker(m) for m in SLOW) else 2
+        for place, markers in enumerate(ORDER):
+            if any(item.get_closest_marker(m) for m in markers):
+                return place
+        return len(ORDER)
 
     items.sort(key=rank)  # stable: a module's tests stay together, in their order
 

@@ -1,0 +1,95 @@
+"""views/fanout.py: when a batch's changes on the one side of a join reach so many rows of the
+many side that it recomputes the whole view, and the figures and the note it leaves. The row
+count comes from the Delta log (stood in for here); the batch's context is used only for the
+source's pinned version and the notes, so a stand-in holds those two."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from lakejoin.spec.model import Source
+from lakejoin.views import fanout
+
+pytestmark = pytest.mark.unit
+
+PRODUCTS = Source("products", "/lake/products", "product_id", None)
+
+
+@dataclass
+class Pinned:
+    """What `fans_out` asks of a batch's context: the pinned version, and the notes."""
+
+    notes: dict[str, str] = field(default_factory=dict)
+
+    def version(self, source: Source) -> int:
+        assert source is PRODUCTS
+        return 7
+
+
+@pytest.mark.parametrize(
+    ("reached", "rows", "full", "permille"),
+    [
+        (0, 1000, False, 0),  # nothing reached: the table is not even counted
+        (1, 1000, False, 1),
+        (200, 1000, False, 200),  # at the threshold: still incremental
+        (201, 1000, True, 201),
+        (5, 0, False, 0),  # an empty many side: no share to speak of
+        (10, 10, True, 1000),
+    ],
+)
+def test_a_batch_recomputes_in_full_above_the_share_of_rows_its_changes_reach(
+    monkeypatch, reached, rows, full, permille
+):
+    counted: list[tuple[str, int]] = []
+
+    def logged(path: str, version: int) -> int:
+        counted.append((path, version))
+        return rows
+
+    monkeypatch.setattr(fanout, "logged_row_count", logged)
+    ctx, counts = Pinned(), {"other": 1}
+
+    decided = fanout.fans_out(ctx, PRODUCTS, reached, 0.2, counts, changed="right keys", of="left rows")
+
+    assert decided is full
+    assert counts == {
+        "other": 1,
+        "fanout_facts": reached,
+        "fanout_permille": permille,
+        "full_recompute": int(full),
+    }
+    assert counted == ([("/lake/products", 7)] if reached else [])
+    if reached:
+        assert ctx.notes["strategy"] == fanout.fanout_note(
+            reached, rows, 0.2, full=full, changed="right keys", of="left rows"
+        )
+    else:
+        assert ctx.notes == {}
+
+
+@pytest.mark.parametrize(
+    ("full", "note"),
+    [
+        (
+            False,
+            "incremental: the changed right keys reach 3 of 40 left rows (7.5%), "
+            "within the fan-out threshold of 20%",
+        ),
+        (
+            True,
+            "full recompute: the changed right keys reach 30 of 40 left rows (75.0%), "
+            "above the fan-out threshold of 20%",
+        ),
+    ],
+)
+def test_the_note_says_the_strategy_the_share_and_the_threshold(full, note):
+    reached = 30 if full else 3
+    assert fanout.fanout_note(reached, 40, 0.2, full=full, changed="right keys", of="left rows") == note
+
+
+def test_a_note_of_no_rows_shows_no_share():
+    assert "reach 0 of 0 facts (0.0%)" in fanout.fanout_note(
+        0, 0, 0.5, full=False, changed="keys", of="facts"
+    )

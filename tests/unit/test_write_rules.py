@@ -1,0 +1,169 @@
+"""The output write's pure rules: the counts a write reports once its batch commit is found
+(sink/output_counts.py, the output's log stood in for), the SQL its driver MERGE writes keys
+and names as, which tables that MERGE may write, and the Spark settings that choose a path."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+from types import SimpleNamespace
+
+import pyarrow as pa
+import pytest
+
+from lakejoin.delta import key_ranges, lookups, markers, sql_text
+from lakejoin.delta.markers import FINAL, PRE, BatchMarker, OutputCommit, operation_metrics
+from lakejoin.delta.records import BatchMode
+from lakejoin.errors import ConcurrentBatchError
+from lakejoin.sink import choice, driver_merge
+from lakejoin.sink.merge_terms import MergeCounts
+from lakejoin.sink.output_counts import final_counts
+
+pytestmark = pytest.mark.unit
+
+FINAL_MARK = BatchMarker(3, FINAL, BatchMode.INCREMENTAL, {"s": 1}, {"s": 2})
+COMMIT = OutputCommit("app", BatchMarker(3, PRE, BatchMode.INCREMENTAL, {"s": 1}, {"s": 2}), FINAL_MARK)
+WRITTEN = MergeCounts(inserted=2, updated=3, deleted=1, applied=False, keys=6)
+
+
+@pytest.mark.parametrize(
+    ("commit_info", "add_appended", "counts"),
+    [
+        (
+            {"operation": "MERGE", "operationMetrics": {"numOutputRows": "9"}},
+            True,
+            MergeCounts(2, 3, 1, True, 12),
+        ),
+        (
+            {"operation": "WRITE", "operationMetrics": {"numOutputRows": "4"}},
+            True,
+            MergeCounts(6, 3, 1, True, 12),
+        ),
+        (
+            {"operation": "WRITE", "operationMetrics": {"num_output_rows": 4}},
+            True,
+            MergeCounts(6, 3, 1, True, 12),
+        ),
+        (
+            {"operation": "WRITE", "operationMetrics": {"numOutputRows": "4"}},
+            False,
+            MergeCounts(2, 3, 1, True, 12),
+        ),
+        ({"operation": "WRITE"}, True, MergeCounts(2, 3, 1, True, 12)),
+    ],
+    ids=["merge", "append_adds_its_rows", "delta_rs_metrics", "append_counted_already", "no_metrics"],
+)
+def test_a_write_reports_its_counts_with_the_batch_commits_version(
+    monkeypatch, commit_info, add_appended, counts
+):
+    """The batch commit's appended rows count as inserted when it is an append (the split
+    write's last commit) the write has not counted yet."""
+    monkeypatch.setattr(markers, "find_commit", lambda path, wanted: (12, FINAL_MARK, commit_info))
+
+    assert final_counts("/out", COMMIT, WRITTEN, add_appended=add_appended) == counts
+
+
+def test_a_batch_commit_delta_skipped_means_another_run_committed_the_batch(monkeypatch):
+    monkeypatch.setattr(markers, "find_commit", lambda path, wanted: None)
+
+    with pytest.raises(ConcurrentBatchError, match="another run committed batch 3 first"):
+        final_counts("/out", COMMIT, WRITTEN)
+
+
+@pytest.mark.parametrize(
+    ("metrics", "read"),
+    [
+        (
+            {"numOutputRows": "7", "numTargetRowsUpdated": "2"},
+            {"numOutputRows": 7, "numTargetRowsUpdated": 2},
+        ),
+        (
+            {"num_output_rows": 7, "num_target_rows_deleted": 1},
+            {"numOutputRows": 7, "numTargetRowsDeleted": 1},
+        ),
+        ({"executionTimeMs": "1.5", "numFiles": "x", "numRows": "3"}, {"numRows": 3}),  # numbers only
+        (None, {}),
+    ],
+)
+def test_operation_metrics_read_spark_and_delta_rs_alike(metrics, read):
+    assert operation_metrics({"operationMetrics": metrics}) == read
+
+
+@pytest.mark.parametrize(
+    ("value", "literal"),
+    [
+        (7, "7"),
+        (-3, "-3"),
+        (decimal.Decimal("1.50"), "1.50"),
+        (datetime.date(2026, 1, 3), "DATE '2026-01-03'"),
+        ("k1", "'k1'"),
+        ("O'Brien", "'O''Brien'"),  # a quote doubled: a literal, not SQL
+    ],
+)
+def test_a_key_value_is_written_as_a_sql_literal(value, literal):
+    assert sql_text.literal(value) == literal
+
+
+@pytest.mark.parametrize(
+    ("name", "quoted"), [("id", '"id"'), ('odd"name', '"odd""name"'), ("with space", '"with space"')]
+)
+def test_a_name_is_quoted(name, quoted):
+    assert sql_text.quoted(name) == quoted
+
+
+@pytest.mark.parametrize(
+    ("schema", "writable"),
+    [
+        (pa.schema([("id", pa.string()), ("v", pa.int64())]), True),
+        (pa.schema([pa.field("id", pa.string(), nullable=False)]), False),
+        (pa.schema([("s", pa.struct([pa.field("x", pa.int32(), nullable=False)]))]), False),
+        (pa.schema([("l", pa.list_(pa.field("item", pa.int32(), nullable=False)))]), False),
+        (pa.schema([("l", pa.list_(pa.struct([("x", pa.int32())])))]), True),
+    ],
+    ids=["nullable", "not_null_column", "not_null_field", "not_null_element", "nested_nullable"],
+)
+def test_the_driver_merge_writes_only_tables_nullable_throughout(schema, writable):
+    assert driver_merge.all_nullable(schema) is writable
+
+
+class Conf:
+    def __init__(self, settings: dict[str, str]) -> None:
+        self.settings = settings
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        return self.settings.get(name, default)
+
+
+@pytest.mark.parametrize(
+    ("settings", "figures"),
+    [
+        ({}, (100, True, 20_000, 3_000_000, True, 20_000)),
+        (
+            {
+                choice.ONE_MERGE_MAX_KEYS: "0",
+                driver_merge.ENABLED: "FALSE",
+                driver_merge.MAX_KEYS: "5",
+                driver_merge.MAX_ROWS: "10",
+                key_ranges.ENABLED: "false",
+                lookups.MAX_KEYS: "7",
+            },
+            (0, False, 5, 10, False, 7),  # 0 keys: never one MERGE (tests force the other writes so)
+        ),
+        (
+            {lookups.ENABLED: "false", lookups.MAX_KEYS: "7", choice.ONE_MERGE_MAX_KEYS: "3"},
+            (3, True, 20_000, 3_000_000, True, 0),
+        ),
+    ],
+    ids=["defaults", "set", "driver_lookups_off"],
+)
+def test_the_write_paths_settings_and_their_defaults(settings, figures):
+    spark = SimpleNamespace(conf=Conf(settings))
+
+    assert (
+        choice.one_merge_max_keys(spark),
+        driver_merge.enabled(spark),
+        driver_merge.max_keys(spark),
+        driver_merge.max_rows(spark),
+        key_ranges.enabled(spark),
+        lookups.max_keys(spark),
+    ) == figures
