@@ -1,9 +1,9 @@
 """Writing a view's output: a MERGE that inserts new rows, updates changed ones, deletes gone
 ones, and leaves rows whose content did not change untouched (no spurious change rows).
 
-This module chooses how a batch is written (the driver's MERGE, delete_changed.py, one Spark
-MERGE, spark_merge.py, or the split write, split_write.py) and writes a full refresh; the tables
-it writes are created by keyed_tables.py, and an output write's counts come from
+This module writes a batch the way write_path.py chooses (the driver's MERGE, delete_changed.py,
+one Spark MERGE, spark_merge.py, or the split write, split_write.py) and writes a full refresh;
+the tables it writes are created by keyed_tables.py, and an output write's counts come from
 output_counts.py."""
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ class WritePath(Enum):
 
     DRIVER_MERGE = "the driver's MERGE (delta-rs)"
     DELETE_CHANGED = "delete the changed keys, append their rows"
-    FEW_KEYS_MERGE = "one Spark MERGE, its keys listed in its condition"
+    FEW_KEYS_MERGE = "one Spark MERGE of few keys, listed in its condition where they can be"
     ONE_MERGE = "one Spark MERGE"
     SPLIT = "the split write: a MERGE of the held keys, an append of the new"
     NO_COMMIT = "nothing: a state table with no key to change"
