@@ -93,3 +93,20 @@ def test_a_note_of_no_rows_shows_no_share():
     assert "reach 0 of 0 facts (0.0%)" in fanout.fanout_note(
         0, 0, 0.5, full=False, changed="keys", of="facts"
     )
+
+
+@pytest.mark.parametrize(
+    ("reached", "rows", "threshold", "full"),
+    [
+        (0, 1000, 0.2, False),
+        (200, 1000, 0.2, False),  # at the threshold: incremental
+        (201, 1000, 0.2, True),
+        (5, 0, 0.2, False),  # an empty many side
+        (0, 0, 0.0, False),
+        (1, 1000, 0.0, True),  # a threshold of 0: any reached row recomputes
+        (1000, 1000, 1.0, False),  # of 1: never
+        (3, 2, 1.0, True),  # more rows reached than counted (a stale count) is above it
+    ],
+)
+def test_the_fanout_rule(reached, rows, threshold, full):
+    assert fanout.recomputes_in_full(reached, rows, threshold) is full

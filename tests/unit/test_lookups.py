@@ -78,3 +78,18 @@ def test_a_long_key_list_is_read_in_chunks(tmp_path):
     rows = lookups.read_keys(path, 0, "k", wanted)
     assert rows is not None
     assert sorted(rows["k"].to_pylist()) == list(range(0, 50_000, 2))
+
+
+@pytest.mark.parametrize(
+    ("count", "most", "takes"),
+    [
+        (None, 100, False),  # not counted
+        (0, 100, True),  # no key: an empty lookup, no collect
+        (100, 100, True),
+        (101, 100, False),
+        (0, 0, False),  # driver lookups off
+        (5, 0, False),
+    ],
+)
+def test_a_driver_lookup_takes_a_counted_frame_within_its_maximum(count, most, takes):
+    assert lookups.takes(count, most) is takes

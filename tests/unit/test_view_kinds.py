@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from lakejoin.spec.model import JoinHow
-from lakejoin.views.enrich import EnrichView, _size
+from lakejoin.spec.model import JoinHow, OnConflict
+from lakejoin.views.enrich import MB, EnrichView, _size, broadcasts
 from lakejoin.views.fk_join import FkJoinView, chosen_right_columns
 from lakejoin.views.list_join import ListJoinView
-from lakejoin.views.rekey import SINCE, RekeyView, shown_conflicts
+from lakejoin.views.rekey import SINCE, RekeyView, Resolution, resolution, shown_conflicts
 from tests.unit.shop import shop
 
 pytestmark = pytest.mark.unit
@@ -133,3 +133,44 @@ def test_a_conflict_names_each_derived_key_and_its_masters_up_to_a_limit():
         == "name='Acme' <- id ['m1', 'm2']; name='Bolt' <- id ['m3', 'm4', 'm5']"
     )
     assert shown_conflicts(clashes, "name", "id", limit=1) == "name='Acme' <- id ['m1', 'm2']"
+
+
+@pytest.mark.parametrize(
+    ("size_bytes", "limit_mb", "broadcast"),
+    [
+        (0, 0, True),  # an empty dimension, even with a limit of 0
+        (1, 0, False),
+        (10 * MB, 10, True),  # at the limit
+        (10 * MB + 1, 10, False),
+        (MB // 2, 0.5, True),
+        (MB // 2 + 1, 0.5, False),
+    ],
+)
+def test_a_dimension_is_broadcast_within_its_views_limit(size_bytes, limit_mb, broadcast):
+    assert broadcasts(size_bytes, limit_mb) is broadcast
+
+
+@pytest.mark.parametrize(
+    ("unique", "on_conflict", "resolved"),
+    [
+        (True, OnConflict.FAIL, Resolution.FAIL),
+        (True, OnConflict.LATEST, Resolution.LATEST),
+        (False, OnConflict.FAIL, Resolution.EVERY_CLAIM),  # not unique: on_conflict is not read
+        (False, OnConflict.LATEST, Resolution.EVERY_CLAIM),
+    ],
+)
+def test_a_rekey_resolves_its_claims_by_its_declared_uniqueness_and_conflict_policy(
+    unique, on_conflict, resolved
+):
+    assert resolution(unique, on_conflict) is resolved
+
+
+@pytest.mark.parametrize(
+    ("view", "resolved"),
+    [("merchants_by_name", Resolution.FAIL), ("merchants_named", Resolution.EVERY_CLAIM)],
+    ids=["unique_fails_by_default", "not_unique"],
+)
+def test_a_rekey_view_resolves_as_declared(view, resolved):
+    spec = shop()
+
+    assert RekeyView(spec, spec.views[view]).resolution is resolved

@@ -1,12 +1,15 @@
 """The output write's pure rules: the counts a write reports once its batch commit is found
 (sink/output_counts.py, the output's log stood in for), the SQL its driver MERGE writes keys
-and names as, which tables that MERGE may write, and the Spark settings that choose a path."""
+and names as, which tables that MERGE may write, the Spark settings that choose a path, and the
+path a batch's write takes (sink/write_path.py, the table's facts stood in for)."""
 
 from __future__ import annotations
 
 import datetime
 import decimal
+from dataclasses import dataclass, field
 from types import SimpleNamespace
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -18,6 +21,7 @@ from lakejoin.errors import ConcurrentBatchError
 from lakejoin.sink import choice, driver_merge
 from lakejoin.sink.merge_terms import MergeCounts
 from lakejoin.sink.output_counts import final_counts
+from lakejoin.sink.write_path import SPLIT_MERGE_MAX_KEYS, WritePath, choose_write, merge_or_split
 
 pytestmark = pytest.mark.unit
 
@@ -167,3 +171,112 @@ def test_the_write_paths_settings_and_their_defaults(settings, figures):
         key_ranges.enabled(spark),
         lookups.max_keys(spark),
     ) == figures
+
+
+@dataclass
+class Facts:
+    """The table's and the session's facts `choose_write` asks for, and the order it asked."""
+
+    one_merge: int = 100
+    driver_max: int = 20_000
+    driver_on: bool = True
+    writable: bool = True
+    suits: bool = False
+    asked: list[str] = field(default_factory=list)
+
+    def _ask(self, fact: str) -> Any:
+        self.asked.append(fact)
+        return getattr(self, fact)
+
+    def one_merge_max_keys(self) -> int:
+        return self._ask("one_merge")
+
+    def driver_max_keys(self) -> int:
+        return self._ask("driver_max")
+
+    def driver_enabled(self) -> bool:
+        return self._ask("driver_on")
+
+    def driver_writable(self) -> bool:
+        return self._ask("writable")
+
+    def delete_changed_suits(self) -> bool:
+        return self._ask("suits")
+
+
+DRIVER = ["one_merge", "driver_max", "driver_on", "writable"]
+EVERY_FACT = [*DRIVER, "suits"]
+SIZES = ["one_merge", "driver_max"]  # a batch above the driver's maximum asks only the sizes
+SPLIT_MAX = SPLIT_MERGE_MAX_KEYS
+
+
+@pytest.mark.parametrize(
+    ("keys", "full", "state", "facts", "path", "asked"),
+    [
+        (50, False, False, Facts(), WritePath.DRIVER_MERGE, DRIVER),
+        (50, False, False, Facts(driver_on=False), WritePath.FEW_KEYS_MERGE, DRIVER[:3]),
+        (50, False, False, Facts(writable=False, suits=True), WritePath.FEW_KEYS_MERGE, DRIVER),
+        (20_000, False, False, Facts(), WritePath.DRIVER_MERGE, DRIVER),
+        (5_000, False, False, Facts(writable=False, suits=True), WritePath.DELETE_CHANGED, EVERY_FACT),
+        (5_000, False, False, Facts(writable=False), WritePath.SPLIT, EVERY_FACT),
+        (20_001, False, False, Facts(suits=True), WritePath.DELETE_CHANGED, [*SIZES, "suits"]),
+        (SPLIT_MAX, False, False, Facts(), WritePath.SPLIT, [*SIZES, "suits"]),
+        (SPLIT_MAX + 1, False, False, Facts(), WritePath.ONE_MERGE, [*SIZES, "suits"]),
+        (
+            50,
+            False,
+            False,
+            Facts(one_merge=0, driver_on=False, suits=True),
+            WritePath.DELETE_CHANGED,
+            [*DRIVER[:3], "suits"],
+        ),
+        (0, False, False, Facts(), WritePath.SPLIT, ["suits"]),
+        (50, True, False, Facts(), WritePath.SPLIT, []),
+        (SPLIT_MAX + 1, True, False, Facts(suits=True), WritePath.ONE_MERGE, []),
+        (0, True, False, Facts(), WritePath.SPLIT, []),
+        (0, False, True, Facts(), WritePath.NO_COMMIT, []),
+        (0, True, True, Facts(), WritePath.NO_COMMIT, []),
+        (50, True, True, Facts(), WritePath.ONE_MERGE, []),
+        (50, False, True, Facts(), WritePath.DRIVER_MERGE, DRIVER),
+        (50, False, True, Facts(driver_on=False), WritePath.FEW_KEYS_MERGE, DRIVER[:3]),
+        (5_000, False, True, Facts(writable=False, suits=True), WritePath.ONE_MERGE, DRIVER),
+        (20_001, False, True, Facts(suits=True), WritePath.ONE_MERGE, SIZES),
+    ],
+    ids=[
+        "few_keys_on_the_driver",
+        "driver_merge_off",
+        "not_writable_by_delta_rs",
+        "at_the_driver_maximum",
+        "many_keys_delete_changed",
+        "many_keys_split",
+        "above_the_driver_maximum",
+        "split_up_to_its_maximum",
+        "above_the_split_maximum",
+        "one_merge_off",
+        "no_key_in_an_output",
+        "full_few_differences",
+        "full_many_differences",
+        "full_no_difference",
+        "state_no_key",
+        "state_full_no_difference",
+        "state_full",
+        "state_on_the_driver",
+        "state_few_keys",
+        "state_many_keys",
+        "state_above_the_driver_maximum",
+    ],
+)
+def test_a_batch_is_written_by_the_path_its_keys_and_table_choose(keys, full, state, facts, path, asked):
+    """Each fact is asked only when the rule reaches it: a full write asks none, a state table
+    never whether delete-changed suits, and delta-rs is asked to write the table only for a
+    batch the driver's MERGE would take."""
+    assert choose_write(keys, full=full, state=state, facts=facts) is path
+    assert facts.asked == asked
+
+
+@pytest.mark.parametrize(
+    ("keys", "path"),
+    [(5_000, WritePath.SPLIT), (SPLIT_MAX, WritePath.SPLIT), (SPLIT_MAX + 1, WritePath.ONE_MERGE)],
+)
+def test_a_declined_delete_changed_write_falls_back_to_the_split_write_or_one_merge(keys, path):
+    assert merge_or_split(keys, small=False, state=False) is path

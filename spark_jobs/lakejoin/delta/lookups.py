@@ -46,6 +46,12 @@ def max_keys(spark: SparkSession) -> int:
     return int(spark.conf.get(MAX_KEYS, None) or MAX_KEYS_DEFAULT)
 
 
+def takes(count: int | None, most: int) -> bool:
+    """Whether a driver lookup takes a frame of `count` keys (None: not counted) when it takes
+    at most `most` (`max_keys`; 0: lookups on the driver are off)."""
+    return count is not None and 0 < most and count <= most
+
+
 def readable(table: DeltaTable) -> bool:
     """Whether delta-rs reads `table` (a version of it) as Spark would."""
     protocol = table.protocol()

@@ -1,15 +1,15 @@
 """Writing a view's output: a MERGE that inserts new rows, updates changed ones, deletes gone
 ones, and leaves rows whose content did not change untouched (no spurious change rows).
 
-This module chooses how a batch is written (the driver's MERGE, delete_changed.py, one Spark
-MERGE, spark_merge.py, or the split write, split_write.py) and writes a full refresh; the tables
-it writes are created by keyed_tables.py, and an output write's counts come from
+This module writes a batch the way write_path.py chooses (the driver's MERGE, delete_changed.py,
+one Spark MERGE, spark_merge.py, or the split write, split_write.py) and writes a full refresh;
+the tables it writes are created by keyed_tables.py, and an output write's counts come from
 output_counts.py."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta import key_ranges
@@ -21,13 +21,11 @@ from lakejoin.sink.merge_terms import KEEP, PRESENT, MergeCounts, same_key, valu
 from lakejoin.sink.output_counts import final_counts
 from lakejoin.sink.spark_merge import merge_on_spark
 from lakejoin.sink.split_write import merge_then_append
+from lakejoin.sink.write_path import WritePath, choose_write, merge_or_split
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-# Above this many keys a batch takes one MERGE: its rows are too many to broadcast from a
-# driver with Spark's default memory, and a shuffle of the table is then the cheaper join anyway.
-SPLIT_MERGE_MAX_KEYS = 500_000
 # At most this many keys (the default; a Spark conf may set it) a batch is written by one MERGE
 # that also inserts, with the keys as literals in its condition: Delta then reads only the files
 # that hold them, and the outer join an insert needs shuffles those few files. Above it, the
@@ -135,12 +133,11 @@ def merge_by_key(
         keyed, keys, bounds = materialised(source, key[0])
     else:
         (probe, keys, bounds), keyed = known, source
-    small = not full and 0 < keys <= one_merge_max_keys(spark)
-    on_driver = not full and 0 < keys <= driver_merge.max_keys(spark) and driver_merge.enabled(spark)
-    if on_driver and driver_merge.writable(path, keyed, most_rows=driver_merge.max_rows(spark)):
+    facts = _TableFacts(spark, path, keyed, key, keys)
+    chosen = choose_write(keys, full=full, state=commit is None, facts=facts)
+    if chosen is WritePath.DRIVER_MERGE:
         return replace(_merge_on_driver(spark, path, keyed, columns, key, commit), keys=keys)
-    large = commit is not None and not full and not small
-    if large and delete_changed.applies(spark, path, keyed, key, keys):
+    if chosen is WritePath.DELETE_CHANGED:
         assert commit is not None
         values = _key_values(keyed if probe is None else probe, key[0]) or []
         written = None
@@ -148,14 +145,12 @@ def merge_by_key(
             written = delete_changed.write(spark, path, keyed, values, columns, key[0], commit)
         if written is not None:
             return replace(final_counts(path, commit, written, add_appended=False), keys=keys)
-    # A state table (no `commit`) is written by one MERGE whatever its size: a kept state costs
-    # at most one commit a batch (issue 23), and it is the only state lakejoin keeps (rekey's
-    # index, one row per master), a table smaller than the outputs the split write is for.
-    if commit is None and keys == 0:  # nothing differs: a state table takes no commit
+        chosen = merge_or_split(keys, small=False, state=False)
+    if chosen is WritePath.NO_COMMIT:  # nothing differs: a state table takes no commit
         return MergeCounts(applied=False)
-    if small or keys > SPLIT_MERGE_MAX_KEYS or commit is None:
+    if chosen in (WritePath.FEW_KEYS_MERGE, WritePath.ONE_MERGE):
         listed = None
-        if small and key_ranges.enabled(spark):
+        if chosen is WritePath.FEW_KEYS_MERGE and key_ranges.enabled(spark):
             listed = _key_values(keyed if probe is None else probe, key[0])
         if commit is None:
             counts = merge_on_spark(
@@ -168,6 +163,7 @@ def merge_by_key(
                 )
             counts = final_counts(path, commit, merged)
         return replace(counts, keys=keys)
+    assert commit is not None, "choose_write gives a state table one MERGE, never the split write"
     return replace(merge_then_append(spark, path, keyed, columns, key, bounds, commit, probe), keys=keys)
 
 
@@ -202,6 +198,34 @@ def _merge_on_driver(
 def one_merge_max_keys(spark: SparkSession) -> int:
     """Up to how many keys a batch's write is one MERGE (`ONE_MERGE_MAX_KEYS`)."""
     return int(spark.conf.get(ONE_MERGE_MAX_KEYS, None) or ONE_MERGE_DEFAULT)
+
+
+@dataclass(frozen=True)
+class _TableFacts:
+    """The facts `choose_write` asks about a batch of `keys` keys of `source` into the table at
+    `path`: the session's settings, and (delta-rs) whether the driver's MERGE or delete-changed
+    may write the table."""
+
+    spark: SparkSession
+    path: str
+    source: DataFrame
+    key: Sequence[str]
+    keys: int
+
+    def one_merge_max_keys(self) -> int:
+        return one_merge_max_keys(self.spark)
+
+    def driver_max_keys(self) -> int:
+        return driver_merge.max_keys(self.spark)
+
+    def driver_enabled(self) -> bool:
+        return driver_merge.enabled(self.spark)
+
+    def driver_writable(self) -> bool:
+        return driver_merge.writable(self.path, self.source, most_rows=driver_merge.max_rows(self.spark))
+
+    def delete_changed_suits(self) -> bool:
+        return delete_changed.applies(self.spark, self.path, self.source, self.key, self.keys)
 
 
 def _key_values(keys: DataFrame, column: str) -> list[Any] | None:

@@ -189,8 +189,7 @@ class BatchContext:
         """The values of `column` in `frame` (materialised, `count` rows) on the driver, for a
         lookup there (`lookups`); None when they are too many, of a type it does not take, or
         not counted."""
-        most = self.most_keys
-        if count is None or not most or count > most:
+        if not lookups.takes(count, self.most_keys):
             return None
         # A frame's values are asked for twice (the routes leave out the changed left keys, the
         # affected rows read them): collected once.

@@ -81,6 +81,12 @@ def recompute(fact_rows: DataFrame, dimensions: Sequence[DimensionRows]) -> Data
     return out.select(*[fact_rows[c] for c in fact_rows.columns], *added)
 
 
+def broadcasts(size_bytes: int, limit_mb: float) -> bool:
+    """Whether a dimension whose files hold `size_bytes` is broadcast: within `limit_mb`
+    (the view's `broadcast_limit_mb`); above it, it is joined with a shuffle."""
+    return size_bytes <= limit_mb * MB
+
+
 def _size(size_bytes: int) -> str:
     for unit, scale in (("GB", MB * 1024), ("MB", MB), ("KB", 1024)):
         if size_bytes >= scale:
@@ -272,7 +278,7 @@ class EnrichView(ViewKindLogic):
         files = pa.table(DeltaTable(table.path, version=ctx.version(table)).get_add_actions(flatten=True))
         size_bytes = int(pc.sum(files["size_bytes"]).as_py() or 0) if files.num_rows else 0
         limit = self.enrich.broadcast_limit_mb
-        if size_bytes <= limit * MB:
+        if broadcasts(size_bytes, limit):
             return True
         message = (
             f"dimension '{table.name}' is {_size(size_bytes)} on disk, above broadcast_limit_mb "

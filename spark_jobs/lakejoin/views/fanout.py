@@ -17,6 +17,12 @@ if TYPE_CHECKING:
     from lakejoin.views.context import BatchContext
 
 
+def recomputes_in_full(reached: int, rows: int, threshold: float) -> bool:
+    """Whether changes reaching `reached` of the many side's `rows` rows make the batch a full
+    recompute: above `threshold` of them (none of an empty table)."""
+    return rows > 0 and reached > threshold * rows
+
+
 def fanout_note(reached: int, rows: int, threshold: float, *, full: bool, changed: str, of: str) -> str:
     share = reached / rows if rows else 0.0
     verdict = "above" if full else "within"
@@ -47,7 +53,7 @@ def fans_out(
     if reached:
         logged = logged_row_count(source.path, ctx.version(source))
         rows = logged if logged is not None else ctx.snapshot(source).count()
-    full = rows > 0 and reached > threshold * rows
+    full = recomputes_in_full(reached, rows, threshold)
     counts.update(
         fanout_facts=reached,
         fanout_permille=round(1000 * reached / rows) if rows else 0,

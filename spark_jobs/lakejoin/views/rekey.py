@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta.change_feed import CHANGE, VERSION, ChangeKind, net_changes, read_change_feed
@@ -39,6 +40,23 @@ if TYPE_CHECKING:
 
 SINCE = "_lj_version"  # the commit version of a master row's last change
 MASTER_RESOLVED = "_lj_master_resolved"
+
+
+class Resolution(Enum):
+    """How a rekey resolves the masters claiming one derived key (`resolution`)."""
+
+    EVERY_CLAIM = "every claim"  # unique: false: one row per (derived key, master), no conflict
+    LATEST = "latest"  # the master changed last wins; a conflict is counted and noted
+    FAIL = "fail"  # a conflict stops the batch before it writes anything
+
+
+def resolution(unique: bool, on_conflict: OnConflict) -> Resolution:
+    """The resolution of a rekey declared `unique` with `on_conflict` (which only a unique rekey
+    reads). Only `LATEST` needs the versions of the masters' last changes; every resolution but
+    `EVERY_CLAIM` recomputes a derived key from all the masters claiming it."""
+    if not unique:
+        return Resolution.EVERY_CLAIM
+    return Resolution.LATEST if on_conflict is OnConflict.LATEST else Resolution.FAIL
 
 
 def resolve(claims: DataFrame, derived_key: str, master_key: str, *, unique: bool) -> DataFrame:
@@ -81,6 +99,7 @@ class RekeyView(ViewKindLogic):
         super().__init__(spec, view)
         self.rekey = view.rekey
         self.master = spec.sources[self.rekey.source]
+        self.resolution = resolution(self.rekey.unique, self.rekey.on_conflict)
 
     @property
     def output_key(self) -> tuple[str, ...]:
@@ -130,7 +149,7 @@ class RekeyView(ViewKindLogic):
             affected = old.select(*key_columns).union(new.select(*key_columns)).distinct().localCheckpoint()
             derived = affected.select(v).distinct()
             unchanged = None
-            if masters is not None and listed is not None and self.rekey.unique:
+            if masters is not None and listed is not None and self.resolution is not Resolution.EVERY_CLAIM:
                 claimed = [row[0] for row in derived.collect()]
                 unchanged = self._index_on_driver(ctx, index, v, claimed, excluding=(k, masters))
             if unchanged is None:
@@ -138,17 +157,21 @@ class RekeyView(ViewKindLogic):
                     F.broadcast(derived), on=v, how="left_semi"
                 )
             # Without `unique`, a derived row depends on its own master alone.
-            claims = new if not self.rekey.unique else unchanged.select(*index_columns).unionByName(new)
+            claims = (
+                new
+                if self.resolution is Resolution.EVERY_CLAIM
+                else unchanged.select(*index_columns).unionByName(new)
+            )
             claims = claims.localCheckpoint()
             update = IndexUpdate(
                 changed.select(k, v, F.col(VERSION).alias(SINCE), *columns, CHANGE), full=False
             )
         counts = {"null_keys_dropped": int(dropped.get["n"] or 0), "conflicts": 0}
-        if self.rekey.unique:
+        if self.resolution is not Resolution.EVERY_CLAIM:
             clashes = conflicts(claims, v, k).orderBy(v).limit(20).collect()
             total = conflicts(claims, v, k).count() if clashes else 0
             counts["conflicts"] = total
-            if clashes and self.rekey.on_conflict is OnConflict.FAIL:
+            if clashes and self.resolution is Resolution.FAIL:
                 raise KeyConflictError(
                     f"{total} derived key(s) are claimed by more than one master row: "
                     + shown_conflicts(clashes, v, k, limit=20),
@@ -200,7 +223,7 @@ class RekeyView(ViewKindLogic):
 
         snapshot = ctx.whole_source(self.master)
         pinned = ctx.version(self.master)
-        if not (self.rekey.unique and self.rekey.on_conflict is OnConflict.LATEST):
+        if self.resolution is not Resolution.LATEST:
             return snapshot.withColumn(SINCE, F.lit(pinned).cast("bigint"))
         try:
             feed = read_change_feed(ctx.spark, self.master.path, 0, pinned)
