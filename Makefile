@@ -45,7 +45,7 @@ test: install lint
 	$(BIN)/python -m pytest -p no:cacheprovider --durations=15 -n 2 --dist worksteal --ignore=tests/unit
 
 test-fast: install
-	$(BIN)/python -m pytest -p no:cacheprovider tests/unit
+	$(BIN)/python -m pytest -p no:cacheprovider -m "unit"
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check spark_jobs dags tests scripts plugins bench

@@ -64,7 +64,7 @@ def compare(
 ) -> dict[str, Any]:
     """Time both lookups and check they find the same keys; with `on_driver`, the same two
     lookups made on the driver with delta-rs (lookups.py: lakejoin's read of a batch of at most
-    `spark.lakejoin.delta.lookups.maxKeys` keys), each giving the set of keys it found."""
+    `spark.lakejoin.lookups.maxKeys` keys), each giving the set of keys it found."""
     kept_s, kept_n = best_of(kept)
     derived_s, derived_n = best_of(derived)
     same = kept().exceptAll(derived()).isEmpty() and derived().exceptAll(kept()).isEmpty()
@@ -291,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         f"of {RUNS} runs of each lookup on a warm JVM, this 2-core machine; every pair found the same keys.",
         "",
         "Spark: the lookup as a Spark job; driver: the same read with delta-rs (lookups.py), which "
-        "lakejoin makes for a batch of at most `spark.lakejoin.delta.lookups.maxKeys` keys.",
+        "lakejoin makes for a batch of at most `spark.lakejoin.lookups.maxKeys` keys.",
         "",
         "| orders | lookup | state table, Spark | without (left table / change feed), Spark "
         "| state table, driver | left table, driver | keys |",

@@ -6,7 +6,7 @@ write on its own, outside lakejoin: one wide table, one change batch, several wa
 Every way starts from the same table version (RESTORE between them) and must leave the same
 rows: the script checks that by count and hash and exits 1 when one does not.
 
-- `split`: lakejoin's write today (sink.merge_by_key): probe the keys the table holds, MERGE
+- `split`: lakejoin's write today (sink/choice.merge_by_key): probe the keys the table holds, MERGE
   those (update a row only when a value differs, delete), append the new keys;
 - `driver`: one delta-rs MERGE from the driver, lakejoin's write of a batch of few keys
   (driver_merge.py), forced at any size;
@@ -118,9 +118,9 @@ def delete_changed(spark: SparkSession, path: str, batch: DataFrame, columns: li
     app of its own, so that every run applies."""
     import uuid
 
-    from lakejoin import delete_changed as write
     from lakejoin.delta.markers import FINAL, PRE, BatchMarker, OutputCommit
     from lakejoin.delta.records import BatchMode
+    from lakejoin.sink import delete_changed as write
 
     def marker(part: str) -> BatchMarker:
         return BatchMarker(1, part, BatchMode.INCREMENTAL, {}, {})

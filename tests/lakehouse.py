@@ -343,7 +343,7 @@ def run_cli_with_failpoint(
         settings = " ".join(f"--conf {key}={value}" for key, value in conf.items())
         env["PYSPARK_SUBMIT_ARGS"] = f"{settings} pyspark-shell"
     return subprocess.run(
-        [sys.executable, "-m", "lakejoin.cli.main", "run", spec_file, "--no-checks"],
+        [sys.executable, "-m", "lakejoin.cli", "run", spec_file, "--no-checks"],
         env=env,
         capture_output=True,
         text=True,

@@ -227,7 +227,7 @@ def test_batches_run_on_the_cluster(cluster, lake, tmp_path):
     assert f"display_products: Spark 4.1.1 on {cluster.url}" in first
     command = next(line for line in first.splitlines() if "Spark-Submit cmd:" in line)
     assert " --jars " in command and " --packages " not in command, command
-    # No Ivy resolution at the start, and the driver logs at WARN (lakejoin/log4j2.properties).
+    # No Ivy resolution at the start, and the driver logs at WARN (lakejoin/delta/log4j2.properties).
     assert ":: resolving dependencies ::" not in first and " INFO SparkContext: " not in first
     assert "lakejoin from " in first and ".zip/lakejoin" in first.split("lakejoin from ", 1)[1].split()[0]
     assert _batch_result(first)["outcome"] == "committed"

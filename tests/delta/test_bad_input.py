@@ -181,7 +181,7 @@ def test_the_cli_prints_a_spec_error_without_a_traceback(tmp_path):
     file = tmp_path / "shop.yaml"
     file.write_text(GOOD.replace("right: merchants", "right: sellers"))
     result = subprocess.run(
-        [sys.executable, "-m", "lakejoin.cli.main", "run", str(file)],
+        [sys.executable, "-m", "lakejoin.cli", "run", str(file)],
         cwd=ROOT,
         capture_output=True,
         text=True,

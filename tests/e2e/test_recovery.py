@@ -302,7 +302,7 @@ def test_two_runs_of_one_view_started_together_commit_the_batch_once(lake):
     lake.run(spec, checks=False)
     change_everything_once(lake)
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("PYSPARK_GATEWAY")}
-    command = [sys.executable, "-m", "lakejoin.cli.main", "run", spec.file, "--no-checks"]
+    command = [sys.executable, "-m", "lakejoin.cli", "run", spec.file, "--no-checks"]
     runs = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)]
     runs.append(
         subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

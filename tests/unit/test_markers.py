@@ -1,4 +1,4 @@
-"""The batch commit's marks (engine/markers.py), as truth tables: what a txn version says of a
+"""The batch commit's marks (delta/markers.py), as truth tables: what a txn version says of a
 view's batches, and what a commit's userMetadata says of its batch. No Spark, no JVM."""
 
 from __future__ import annotations

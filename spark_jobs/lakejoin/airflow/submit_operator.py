@@ -7,7 +7,7 @@ cluster) through the spec's `conn_id` (default `spark_default`), with the applic
 - the lakejoin package as `--py-files`: a zip built when the task runs, kept per content;
 - Delta's jars as `--jars`: the files `python -m lakejoin.delta.jars` resolved once at install
   (`lakejoin.delta.jars.jar_files`), so a submit resolves nothing and needs no registry; the driver
-  logs at WARN (`lakejoin/log4j2.properties`, through `spark.driver.extraJavaOptions`). Only
+  logs at WARN (`lakejoin/delta/log4j2.properties`, through `spark.driver.extraJavaOptions`). Only
   when they were never resolved, `--packages` (the coordinate of the installed delta-spark);
 - Delta's SQL extension and catalog as `--conf`;
 - this task's Python interpreter for the executors (`spark.pyspark.python`): the cluster's

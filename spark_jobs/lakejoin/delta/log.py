@@ -1,7 +1,7 @@
 """The batch log: one row per batch of every view of a pipeline, for people (status, reports,
 repair history) and for the Airflow skip check. Written and read with delta-rs, no JVM.
 
-The log is an index, not the truth: a batch is its output's commit (engine/markers.py). The
+The log is an index, not the truth: a batch is its output's commit (delta/markers.py). The
 engine appends a batch's row after that commit; if the row is missing (a crash in between, a
 deleted log), the next plan rebuilds it from the output's own log (`catch_up`).
 

@@ -28,10 +28,10 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 # Set to "false" to look every key up with Spark.
-ENABLED = "spark.lakejoin.delta.lookups.onDriver"
+ENABLED = "spark.lakejoin.lookups.onDriver"
 # Up to how many keys a lookup is made on the driver. Measured at 15 M orders (session 32):
 # 20 random keys 0.04-1.2 s, 1,000 keys 0.54 s, 5,000 keys 0.84 s, against Spark's 5-20 jobs.
-MAX_KEYS = "spark.lakejoin.delta.lookups.maxKeys"
+MAX_KEYS = "spark.lakejoin.lookups.maxKeys"
 MAX_KEYS_DEFAULT = 20_000
 # Keys per query (see `read_keys`).
 CHUNK = 5_000

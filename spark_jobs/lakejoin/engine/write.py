@@ -1,5 +1,5 @@
 """Step 6 of a batch: the state tables a view keeps, then the output MERGE whose last commit is
-the batch commit (engine/markers.py)."""
+the batch commit (delta/markers.py)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ Under `<storage>/_lakejoin/reports/`:
 - `<view>/trends.svg`: lag, rows changed and duration of the view's last 30 batches, as of its
   latest report, shown on the view's pages.
 
-Each batch writes its own pages before its commit (quality.check_batch); `lakejoin report SPEC`
+Each batch writes its own pages before its commit (quality/checks.check_batch); `lakejoin report SPEC`
 rewrites them from what is on disk and in the batch records.
 
 >>> write_reports(spec)                               # doctest: +SKIP

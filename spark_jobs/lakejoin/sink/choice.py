@@ -106,7 +106,7 @@ def merge_by_key(
     `full`, every key absent from `source` is deleted too.
 
     With `commit` (a view's output), the last commit of the write is the batch commit (see
-    engine/markers.py). Without it (a state table), the write is one commit (the driver's MERGE
+    delta/markers.py). Without it (a state table), the write is one commit (the driver's MERGE
     or Spark's), which inside `markers.idempotent` applies once per (app, version).
 
     A batch of an output too many keys for one MERGE and too large for the driver's is written by

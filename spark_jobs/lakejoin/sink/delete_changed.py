@@ -13,7 +13,7 @@ the same rows (bench/write_paths.py, docs/bench/write-paths.jsonl).
 
 An update reaches the change feed as a delete in the first commit and an insert in the batch
 commit. lakejoin's own readers net each key's changes over a range that ends at a batch commit
-(changes.net_changes), so a downstream view sees an update; a reader that takes the table
+(delta/change_feed.net_changes), so a downstream view sees an update; a reader that takes the table
 between the two commits (for a second or two) does not see the keys being rewritten.
 
 It applies to an output (a batch commit carries the write) with a one-column key of an integer,

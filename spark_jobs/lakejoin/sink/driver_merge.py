@@ -148,7 +148,7 @@ def merge_on_driver(
     listed: bool = True,
 ) -> tuple[int, int, int, bool]:
     """Make the table's rows under the keys of `source` what `source` says (see
-    `sink.merge_by_key`: `KEEP` false deletes, an unchanged row is left alone), in one delta-rs
+    `choice.merge_by_key`: `KEEP` false deletes, an unchanged row is left alone), in one delta-rs
     commit stamped with `txn` and `user_metadata`. With `listed` (key ranges on) the MERGE
     condition lists the keys' first column, so delta-rs reads only the files that hold them.
     Returns (inserted, updated, deleted, applied); not applied when the table already holds

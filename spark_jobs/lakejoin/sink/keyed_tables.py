@@ -1,8 +1,9 @@
 """The keyed tables lakejoin MERGEs into (a view's output, a state table): how one is created,
 and whether an output's columns still match the ones its batches compute.
 
-Apart from the writes (sink.py) because every writer of a keyed table needs the same table
-settings (CDF, deletion vectors, nullable columns), and the schema check runs before any write.
+Apart from the writes (choice.py and the modules it calls) because every writer of a keyed
+table needs the same table settings (CDF, deletion vectors, nullable columns), and the schema
+check runs before any write.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """What an output write reports once its batch commit is in: the counts of the rows it wrote,
 with the rows the batch commit appended and its version, or the news that another run
-committed this batch first (engine/markers.py: the batch commit is the output's own).
+committed this batch first (delta/markers.py: the batch commit is the output's own).
 
-Every way of writing an output ends here (sink.py's, the split write's, split_write.py), so
+Every way of writing an output ends here (choice.py's, the split write's, split_write.py), so
 that a batch commit Delta skipped is found and told the same way whichever path wrote it.
 """
 

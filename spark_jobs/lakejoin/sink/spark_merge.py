@@ -2,7 +2,7 @@
 whose values differ, insert new ones if asked, and leave unchanged rows untouched (no spurious
 change rows).
 
-Every write path that takes Spark's MERGE (sink.py's one-MERGE batches and state tables, the
+Every write path that takes Spark's MERGE (choice.py's one-MERGE batches and state tables, the
 split write's MERGE without inserts, split_write.py) runs this one; the driver's MERGE of a
 batch of few keys is driver_merge.py.
 """

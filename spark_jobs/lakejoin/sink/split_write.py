@@ -3,7 +3,7 @@ inserts, then an append of the new rows, the last of the two commits the batch c
 
 Delta's MERGE turns into an outer join, which shuffles every file a key touches, as soon as it
 also inserts; this path is for batches of too many keys for one MERGE with literal keys, and
-too few for a shuffle of the whole table to be the cheaper join (sink.merge_by_key chooses).
+too few for a shuffle of the whole table to be the cheaper join (write_path.choose_write chooses).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def merge_then_append(
     rows and 1 % changed 22 s instead of 52 s (docs/bench/analysis.md). The last of the two
     commits is the batch commit, and a batch with nothing to change still makes one (an empty
     append), so that its pins are recorded. An output's write alone takes this path: a state
-    table is written by one MERGE (`sink.merge_by_key`)."""
+    table is written by one MERGE (`choice.merge_by_key`)."""
     from pyspark.sql import functions as F
 
     flagged, held, inserted = _held_by_table(spark, path, source, list(key), bounds, probe)

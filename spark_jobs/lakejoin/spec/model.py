@@ -1,7 +1,7 @@
 """Pipeline specs: YAML in, a typed model out, every mistake reported with file and line.
 
-This module is the model; `spec_parse` builds it (`load_spec`, `parse_spec`) from YAML read by
-`spec_yaml`. The model imports neither: the parser depends on the model, never the reverse. All
+This module is the model; `spec/parse.py` builds it (`load_spec`, `parse_spec`) from YAML read by
+`spec/yaml_lines.py`. The model imports neither: the parser depends on the model, never the reverse. All
 three stay importable without Spark: Airflow's DAG files parse specs at parse time.
 
 >>> from lakejoin.spec.parse import load_spec

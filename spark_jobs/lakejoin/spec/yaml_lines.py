@@ -1,5 +1,5 @@
 """YAML with a line number for every key, and a reader of typed settings whose errors point at
-those lines. The spec's parser (`spec_parse`) builds the model with it."""
+those lines. The spec's parser (`spec/parse.py`) builds the model with it."""
 
 from __future__ import annotations
 

@@ -88,7 +88,7 @@ class ViewKindLogic(ABC):
         """Recompute the output rows this batch affects (every row when `changes` is None).
 
         Receives the batch context and `changes`, which maps each change source to its net
-        changed rows since the last batch (see changes.net_changes). Returns the rows, their
+        changed rows since the last batch (see delta/change_feed.net_changes). Returns the rows, their
         affected keys, the kind's metrics and the state `write_state` is to write. A failure
         here leaves nothing written.
         """
