@@ -256,7 +256,7 @@ class BatchContext:
         if changed is None:
             return None
         values = sorted(set(changed).union(reached))
-        if len(values) > lookups.max_keys(self.spark) or not lookups.literal_keys(values):
+        if not lookups.takes(len(values), self.most_keys) or not lookups.literal_keys(values):
             return None
         rows = self.rows_on_driver(source, values, changes, changed)
         if rows is None:
@@ -281,7 +281,7 @@ class BatchContext:
         from pyspark.sql import functions as F
 
         wanted = [r[0] for r in rows.select(fk).where(F.col(fk).isNotNull()).distinct().collect()]
-        if len(wanted) > lookups.max_keys(self.spark) or not lookups.literal_keys(wanted):
+        if not lookups.takes(len(wanted), self.most_keys) or not lookups.literal_keys(wanted):
             return None
         return self.driver_rows(source, wanted)
 

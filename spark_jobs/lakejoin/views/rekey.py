@@ -204,7 +204,7 @@ class RekeyView(ViewKindLogic):
         from lakejoin.delta import lookups
 
         path, version = ctx.state_path, ctx.plan.pinned_versions[STATE]
-        few = len(values) <= lookups.max_keys(ctx.spark) and lookups.literal_keys(values)
+        few = lookups.takes(len(values), lookups.max_keys(ctx.spark)) and lookups.literal_keys(values)
         rows = lookups.read_keys(path, version, column, values) if few else None
         if rows is None:
             return None
