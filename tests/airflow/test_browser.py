@@ -178,6 +178,24 @@ def _turn_on(dialog, name: str | re.Pattern) -> None:
     expect(checkbox).to_be_checked()
 
 
+def _click_until_posted(page, button, path: str, tries: int = 3) -> None:
+    """Click `button` until the page sends a POST to `path`. A click that lands while the form's
+    script is still loading on two busy cores is dropped, with no request at all (CI at 9100463:
+    no POST reached the API server in 30 s); a click that did send one is never repeated, so no
+    second run is created."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for _ in range(tries - 1):
+        try:
+            with page.expect_request(lambda r: r.method == "POST" and path in r.url, timeout=10_000):
+                button.click()
+            return
+        except PlaywrightTimeout:
+            continue
+    with page.expect_request(lambda r: r.method == "POST" and path in r.url, timeout=10_000):
+        button.click()
+
+
 def _trigger_with_full_refresh(page) -> None:
     """The trigger form is built from the DAG's Params: fields are found by their names."""
     from playwright.sync_api import expect
@@ -191,7 +209,7 @@ def _trigger_with_full_refresh(page) -> None:
     if dialog.get_by_role("checkbox", name=unpause).count():
         _turn_on(dialog, unpause)
     _shot(page, "04-trigger-form")
-    dialog.get_by_role("button", name="Trigger", exact=True).click()
+    _click_until_posted(page, dialog.get_by_role("button", name="Trigger", exact=True), "/dagRuns")
     # The dialog closes once the API server has created the run: on two busy cores that can take
     # longer than an assertion's default 5 s (CI, stop 27: the run was created, the check gave up).
     expect(dialog, "the trigger dialog did not close: the form was refused").to_be_hidden()
