@@ -73,3 +73,8 @@ class ExpectationSuiteError(LakejoinError):
 
 class ConcurrentBatchError(LakejoinError):
     """Another run of the same view committed the batch this run was writing."""
+
+
+class DefinitionChangedError(LakejoinError):
+    """A view's definition changed since its last batch, and its policy is to stop
+    (`on_definition_change: fail`)."""

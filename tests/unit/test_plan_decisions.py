@@ -25,10 +25,15 @@ def committed(batch_id: int, pins: dict[str, int]) -> BatchRecord:
     return BatchRecord("v", batch_id, BatchStatus.COMMITTED, INC, {}, pins)
 
 
-def decide(monkeypatch, view: str, batches: ViewBatches, now: dict[str, int], data: set[str], **kw):  # noqa: ANN001
+def decide(
+    monkeypatch, view: str, batches: ViewBatches, now: dict[str, int], data: set[str],
+    *, spec=None, columns: dict | None = None, **kw,
+):  # noqa: ANN001  # fmt: skip
     """`plan_batch` of `view` where the output's log tells `batches`, the inputs are at versions
-    `now`, and only the sources in `data` hold data commits since the last batch."""
-    spec = shop()
+    `now`, and only the sources in `data` hold data commits since the last batch. The inputs'
+    columns are each one's key, or `columns[input]`."""
+    spec = spec or shop()
+    columns = columns or {}
     asked: list[str] = []
 
     def latest_pin(spec, view, source, log):  # noqa: ANN001, ANN202, ARG001
@@ -39,7 +44,11 @@ def decide(monkeypatch, view: str, batches: ViewBatches, now: dict[str, int], da
         assert after < upto
         return path.rsplit("/", 1)[1] in data
 
+    def input_columns(spec, view, kind, pinned):  # noqa: ANN001, ANN202, ARG001 - the schemas, fixed
+        return {s.name: dict(columns.get(s.name, {s.key: "string"})) for s in kind.sources}
+
     monkeypatch.setattr(plan, "view_batches", lambda *a, **k: batches)
+    monkeypatch.setattr(plan, "input_columns", input_columns)
     monkeypatch.setattr(plan, "latest_pin", latest_pin)
     monkeypatch.setattr(plan, "may_hold_changes", may_hold_changes)
     kind = KINDS[view](spec, spec.views[view])
@@ -163,3 +172,137 @@ def test_a_lookup_enrich_runs_for_its_facts_changes_alone(monkeypatch, now, data
 @pytest.mark.parametrize(("after", "upto", "may"), [(5, 5, False), (5, 4, True)])
 def test_a_range_that_is_empty_or_goes_back_is_answered_without_reading_the_log(after, upto, may):
     assert plan.may_hold_changes("/no/such/table", after, upto) is may
+
+
+# --- a changed definition (spec/definition.py) ---------------------------------------------------
+
+
+def edited_shop(old: str, new: str):
+    from lakejoin.spec.parse import parse_spec
+    from tests.unit.shop import SHOP
+
+    assert old in SHOP
+    return parse_spec(SHOP.replace(old, new), "shop.yaml")
+
+
+def under(spec, view: str, columns: dict | None = None) -> dict:  # noqa: ANN001
+    """The definition a batch of `view` recorded, with each input's key as its only column."""
+    from lakejoin.spec.definition import view_definition
+
+    v = spec.views[view]
+    kind = KINDS[view](spec, v)
+    schemas = {s.name: dict((columns or {}).get(s.name, {s.key: "string"})) for s in kind.sources}
+    return view_definition(spec, v, schemas)
+
+
+def recorded(batch_id: int, pins: dict[str, int], definition: dict | None) -> BatchRecord:
+    return BatchRecord("v", batch_id, BatchStatus.COMMITTED, INC, {}, pins, definition=definition)
+
+
+INNER = ("right_prefix: merchant_}", "right_prefix: merchant_, how: left}")
+
+
+@pytest.mark.parametrize(
+    ("now", "data"),
+    [(PINS, set()), ({"products": 6, "merchants": 2}, {"products"})],
+    ids=["with_nothing_new", "with_new_data"],
+)
+def test_a_changed_definition_refreshes_in_full_and_says_why(monkeypatch, now, data):
+    before = shop()
+    batches = ViewBatches(recorded(3, PINS, under(before, "display_products")), None, 4)
+
+    decided, _ = decide(monkeypatch, "display_products", batches, now, data, spec=edited_shop(*INNER))
+
+    assert isinstance(decided, BatchPlan) and decided.mode is FULL and decided.batch_id == 4
+    assert decided.notes == {"definition": "definition changed since batch 3: how: inner -> left"}
+    assert decided.definition == under(edited_shop(*INNER), "display_products")
+
+
+def test_with_on_definition_change_fail_the_plan_stops_naming_the_change_and_the_command(monkeypatch):
+    from lakejoin.errors import DefinitionChangedError
+
+    batches = ViewBatches(recorded(3, PINS, under(shop(), "display_products")), None, 4)
+    spec = edited_shop(
+        "    fk_join: {left: products, right: merchants, fk: merchant_id, right_prefix: merchant_}",
+        "    on_definition_change: fail\n"
+        "    fk_join: {left: products, right: merchants, fk: merchant_id, right_prefix: m_}",
+    )
+
+    with pytest.raises(DefinitionChangedError) as raised:
+        decide(monkeypatch, "display_products", batches, PINS, set(), spec=spec)
+
+    text = str(raised.value)
+    assert "changed since batch 3: right_prefix: merchant_ -> m_" in text
+    assert "shop.yaml:" in text and "lakejoin run shop.yaml --view display_products --full-refresh" in text
+
+
+def test_a_full_refresh_asked_for_runs_under_fail_too_and_says_what_changed(monkeypatch):
+    batches = ViewBatches(recorded(3, PINS, under(shop(), "display_products")), None, 4)
+    spec = edited_shop(
+        "    fk_join: {left: products, right: merchants, fk: merchant_id, right_prefix: merchant_}",
+        "    on_definition_change: fail\n"
+        "    fk_join: {left: products, right: merchants, fk: merchant_id, right_prefix: m_}",
+    )
+
+    decided, _ = decide(monkeypatch, "display_products", batches, PINS, set(), spec=spec, full_refresh=True)
+
+    assert isinstance(decided, BatchPlan) and decided.mode is FULL
+    assert decided.notes == {"definition": "definition changed since batch 3: right_prefix: merchant_ -> m_"}
+
+
+@pytest.mark.parametrize(
+    ("last", "expected"),
+    [(None, "skip"), ("same", "skip"), ("older_format", "skip")],
+    ids=["written_before_definitions_were_recorded", "the_same_definition", "another_format"],
+)
+def test_with_nothing_new_an_unchanged_or_unknown_definition_is_skipped(monkeypatch, last, expected):
+    definition = {"same": under(shop(), "display_products"), None: None}.get(
+        last, {**under(shop(), "display_products"), "format": 0, "settings": {}}
+    )
+    batches = ViewBatches(recorded(3, PINS, definition), None, 4)
+
+    decided, _ = decide(monkeypatch, "display_products", batches, PINS, set())
+
+    assert isinstance(decided, Skip)
+
+
+def test_an_output_written_before_definitions_records_one_and_runs_as_before(monkeypatch):
+    batches = ViewBatches(recorded(3, PINS, None), None, 4)
+    now = {"products": 6, "merchants": 2}
+
+    decided, _ = decide(monkeypatch, "display_products", batches, now, {"products"})
+
+    assert decided == BatchPlan("display_products", 4, INC, PINS, now)
+    assert decided.definition == under(shop(), "display_products") and decided.notes == {}
+
+
+def test_an_input_that_gained_a_column_the_view_takes_refreshes_it(monkeypatch):
+    batches = ViewBatches(recorded(3, PINS, under(shop(), "display_products")), None, 4)
+    wider = {"merchants": {"merchant_id": "string", "zip": "string"}}
+
+    decided, _ = decide(
+        monkeypatch,
+        "display_products",
+        batches,
+        {"products": 5, "merchants": 3},
+        {"merchants"},
+        columns=wider,
+    )
+
+    assert decided.mode is FULL
+    assert (
+        decided.notes["definition"]
+        == "definition changed since batch 3: merchants gained column 'zip' (string)"
+    )
+
+
+def test_a_half_written_batch_under_another_definition_is_refreshed_not_finished(monkeypatch):
+    old = under(shop(), "display_products")
+    half = BatchMarker(4, PRE, INC, HALF.start_versions, HALF.pinned_versions, definition=old)
+    batches = ViewBatches(recorded(3, PINS, old), half, 5)
+
+    same, _ = decide(monkeypatch, "display_products", batches, PINS, set())
+    changed, _ = decide(monkeypatch, "display_products", batches, PINS, set(), spec=edited_shop(*INNER))
+
+    assert same.finishing and same.batch_id == 4
+    assert not changed.finishing and changed.mode is FULL and changed.batch_id == 5

@@ -296,11 +296,12 @@ def _status(console: Console, spec: PipelineSpec) -> int:
         status = record.status.value + (
             f" ({record.notes['abandoned']})" if "abandoned" in record.notes else ""
         )
+        why = record.notes.get("definition")  # why a batch refreshed in full, when the spec changed
         table.add_row(
             name,
             str(record.batch_id),
             status,
-            record.mode.value,
+            record.mode.value + (f" ({why})" if why else ""),
             str(done.recorded_at) if done else "-",
             _versions(record.pinned_versions),
             ", ".join(lags),

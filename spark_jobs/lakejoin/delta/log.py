@@ -48,6 +48,7 @@ def _schema() -> pa.Schema:
             ("recorded_at", pa.timestamp("us", tz="UTC")),
             ("metrics", versions),
             ("notes", pa.string()),
+            ("definition", pa.string()),  # JSON; added in session 37 (older rows: null)
         ]
     )
 
@@ -122,13 +123,15 @@ class BatchLog:
                 "recorded_at": r.recorded_at or now,
                 "metrics": list(r.metrics.items()),
                 "notes": json.dumps(r.notes, sort_keys=True),
+                "definition": json.dumps(r.definition, sort_keys=True) if r.definition else None,
             }
             for r in records
         ]
         table = pa.Table.from_pylist(rows, schema=_schema())
         for attempt in range(3):
             try:
-                write_deltalake(self.path, table, mode="append")
+                # "merge": a log written before a column was added gains it (older rows: null).
+                write_deltalake(self.path, table, mode="append", schema_mode="merge")
                 break
             except Exception:
                 # Only the very first appends of parallel views race to create the table.
@@ -162,4 +165,5 @@ def _record(row: dict[str, Any]) -> BatchRecord:
         metrics=maps["metrics"],
         notes=json.loads(row["notes"] or "{}"),
         output_version=int(row["output_version"]),
+        definition=json.loads(row["definition"]) if row.get("definition") else None,
     )

@@ -3,7 +3,8 @@
 That commit carries the batch in two places of Delta's log:
 - a `txn` action (`txnAppId` = `lakejoin.<pipeline>.<view>`, `txnVersion`), which Delta keeps
   through checkpoints and log cleanup, and which makes the commit apply at most once;
-- commitInfo's `userMetadata`: the batch id, its mode and the versions of its inputs.
+- commitInfo's `userMetadata`: the batch id, its mode, the versions of its inputs and the
+  view's definition (spec/definition.py), which the next plan compares with the spec's.
 
 A batch whose output write takes two commits (a MERGE of the keys the output holds, then an
 append of new keys) stamps the first `2 * batch` and the last, the batch commit, `2 * batch + 1`.
@@ -56,6 +57,7 @@ class BatchMarker:
     start_versions: dict[str, int]
     pinned_versions: dict[str, int]
     run: str = field(default_factory=lambda: uuid.uuid4().hex)  # tells this run's commits apart
+    definition: dict[str, Any] | None = None  # the view's definition (spec/definition.py)
 
     @property
     def txn_version(self) -> int:
@@ -71,6 +73,7 @@ class BatchMarker:
                 "start": self.start_versions,
                 "pins": self.pinned_versions,
                 "run": self.run,
+                **({"definition": self.definition} if self.definition is not None else {}),
             },
             sort_keys=True,
         )
@@ -91,6 +94,7 @@ class BatchMarker:
             start_versions={k: int(v) for k, v in meta["start"].items()},
             pinned_versions={k: int(v) for k, v in meta["pins"].items()},
             run=str(meta.get("run", "")),
+            definition=meta.get("definition") if isinstance(meta.get("definition"), dict) else None,
         )
 
 

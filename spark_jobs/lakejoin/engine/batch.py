@@ -165,8 +165,7 @@ def run_view(
     summary.batch_id, summary.mode, summary.retried = plan.batch_id, plan.mode, plan.finishing
     summary.start_versions, summary.pinned_versions = dict(plan.start_versions), dict(plan.pinned_versions)
     summary.notes.update(plan.notes)
-    schemas = input_columns(spec, view, kind, plan.pinned_versions)
-    ctx = BatchContext(spark, spec, view, plan, state_path(spec, view), schemas)
+    ctx = BatchContext(spark, spec, view, plan, state_path(spec, view), plan.schemas)
 
     # 2. changes
     changes: dict[str, DataFrame] | None = None
@@ -259,6 +258,7 @@ def _record(plan: BatchPlan, summary: BatchSummary, status: BatchStatus) -> Batc
         metrics=summary.metrics(),
         notes=dict(summary.notes),
         output_version=summary.output_version if summary.output_version is not None else -1,
+        definition=plan.definition,
     )
 
 

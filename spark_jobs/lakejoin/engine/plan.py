@@ -28,8 +28,15 @@ from lakejoin.delta.markers import (
 )
 from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus, last_of
 from lakejoin.delta.sources import history_may_hold_changes
-from lakejoin.errors import BatchStateError, ChangeFeedMissingError, RepairError, SourceError
-from lakejoin.spec.model import PipelineSpec, Source, View
+from lakejoin.errors import (
+    BatchStateError,
+    ChangeFeedMissingError,
+    DefinitionChangedError,
+    RepairError,
+    SourceError,
+)
+from lakejoin.spec.definition import Definition, comparable, differences, view_definition
+from lakejoin.spec.model import OnDefinitionChange, PipelineSpec, Source, View
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -55,10 +62,17 @@ class BatchPlan:
     finishing: bool = False
     notes: dict[str, str] = field(default_factory=dict)
     repair_ends: dict[str, int] = field(default_factory=dict)
+    # The view's definition the batch runs under, and each input's columns at its pin (read by
+    # the plan, checked against the spec): both are what the plan decided on, not what it is.
+    definition: Definition | None = field(default=None, compare=False)
+    schemas: dict[str, dict[str, str]] = field(default_factory=dict, compare=False, repr=False)
+    rewrite: str | None = None  # why the output is rewritten whole, not merged (its key changed)
 
     def marker(self, part: str, pinned_versions: Mapping[str, int] | None = None) -> BatchMarker:
         pins = dict(self.pinned_versions if pinned_versions is None else pinned_versions)
-        return BatchMarker(self.batch_id, part, self.mode, dict(self.start_versions), pins)
+        return BatchMarker(
+            self.batch_id, part, self.mode, dict(self.start_versions), pins, definition=self.definition
+        )
 
 
 @dataclass(frozen=True)
@@ -150,6 +164,7 @@ def _record(view: str, version: int, marker: BatchMarker, commit: dict[str, Any]
         metrics={k: metrics[k] for k in ("numOutputRows", "numTargetRowsUpdated") if k in metrics},
         notes={"log": "rebuilt from the output's commit"},
         output_version=version,
+        definition=marker.definition,
     )
 
 
@@ -199,22 +214,38 @@ def may_hold_changes(path: str, after: int, upto: int) -> bool:
 def plan_batch(
     spec: PipelineSpec, view: View, kind: ViewKindLogic, log: BatchLog, *, full_refresh: bool = False
 ) -> BatchPlan | Skip:
-    """The next batch of `view`, or why there is none."""
+    """The next batch of `view`, or why there is none. A view whose definition changed since its
+    last batch (spec/definition.py) refreshes in full or stops, as its `on_definition_change` says."""
     batches = view_batches(spec, view, log, need_pins=not full_refresh)
     half = batches.half_written
-    if half is not None and not full_refresh:
-        # Its first output commit landed: finish it on exactly the versions it recorded.
-        return BatchPlan(
-            view.name, half.batch_id, half.mode, half.start_versions, half.pinned_versions, finishing=True
-        )
     committed = batches.committed
+    asked = full_refresh
+    if half is not None and not full_refresh:
+        # Its first output commit landed: finish it on exactly the versions it recorded, unless
+        # the definition it ran under is no longer the spec's (then refresh under the new one).
+        schemas = input_columns(spec, view, kind, half.pinned_versions)
+        definition = view_definition(spec, view, schemas)
+        if not comparable(half.definition) or not differences(half.definition or {}, definition):
+            return BatchPlan(
+                view.name, half.batch_id, half.mode, half.start_versions, half.pinned_versions,
+                finishing=True, definition=definition, schemas=schemas,
+            )  # fmt: skip
+        full_refresh = True
     pinned = {s.name: latest_pin(spec, view, s, log) for s in kind.sources}
     start = dict(committed.pinned_versions) if committed else {}
+    recorded = committed.definition if committed is not None and comparable(committed.definition) else None
     if full_refresh or committed is None:
-        return BatchPlan(view.name, batches.next_id, BatchMode.FULL_REFRESH, start, pinned)
+        return _planned(
+            spec, view, kind, batches, BatchMode.FULL_REFRESH, start, pinned, recorded, asked=asked
+        )
     pinned.update({pin: start.get(pin, -1) for pin in kind.state_tables("")})
     moved = [s for s in kind.change_sources if start.get(s.name, -1) != pinned[s.name]]
-    if not any(s.name not in start or may_hold_changes(s.path, start[s.name], pinned[s.name]) for s in moved):
+    nothing_new = not any(
+        s.name not in start or may_hold_changes(s.path, start[s.name], pinned[s.name]) for s in moved
+    )
+    # With nothing new no input's schema moved either: only the spec's part can have changed.
+    edited = recorded is not None and differences(recorded, view_definition(spec, view, {}), columns=False)
+    if nothing_new and not edited:
         read = ", ".join(f"{s.name}@{pinned[s.name]}" for s in kind.change_sources)
         reason = f"no new versions since batch {committed.batch_id}: {read}"
         if moved:
@@ -224,7 +255,58 @@ def plan_batch(
                 f"(VACUUM, OPTIMIZE) in {shown}"
             )
         return Skip(reason, start, pinned)
-    return BatchPlan(view.name, batches.next_id, BatchMode.INCREMENTAL, start, pinned)
+    return _planned(spec, view, kind, batches, BatchMode.INCREMENTAL, start, pinned, recorded, asked=False)
+
+
+def _planned(
+    spec: PipelineSpec,
+    view: View,
+    kind: ViewKindLogic,
+    batches: ViewBatches,
+    mode: BatchMode,
+    start: dict[str, int],
+    pinned: dict[str, int],
+    recorded: Definition | None,
+    *,
+    asked: bool,
+) -> BatchPlan:
+    """The batch, once the inputs' columns at the pins are read and checked against the spec: an
+    incremental batch under a changed definition becomes a full refresh, or stops with the
+    changes named (`on_definition_change`). `asked`: the caller already chose a full refresh."""
+    schemas = input_columns(spec, view, kind, pinned)
+    definition = view_definition(spec, view, schemas)
+    changed = differences(recorded, definition) if recorded is not None else []
+    notes = {}
+    if changed:
+        assert batches.committed is not None
+        since = batches.committed.batch_id
+        notes["definition"] = f"definition changed since batch {since}: {'; '.join(changed)}"
+        if not asked and view.on_definition_change is OnDefinitionChange.FAIL:
+            raise DefinitionChangedError(
+                f"the definition of view '{view.name}' changed since batch {since}: {'; '.join(changed)}; "
+                "an incremental batch would mix rows of both definitions in the output",
+                where=f"{spec.file}:{view.line} (at 'views.{view.name}')" if view.line else spec.file,
+                fix=f"rebuild the view under the new definition: lakejoin run {spec.file} --view "
+                f"{view.name} --full-refresh (or set 'on_definition_change: full_refresh' on the view "
+                "to do so on its own), or undo the edit",
+            )
+        mode = BatchMode.FULL_REFRESH
+    rewrite = None
+    if recorded is not None and recorded.get("output_key") != definition["output_key"]:
+        # A MERGE on the new key would match several old rows per key: replace the rows instead.
+        old, new = ", ".join(recorded.get("output_key") or ()), ", ".join(definition["output_key"])
+        rewrite = f"the output's key changed ({old} -> {new})"
+    return BatchPlan(
+        view.name,
+        batches.next_id,
+        mode,
+        start,
+        pinned,
+        notes=notes,
+        definition=definition,
+        schemas=schemas,
+        rewrite=rewrite,
+    )
 
 
 def plan_repair(
@@ -252,6 +334,17 @@ def plan_repair(
             fix="run the view first; its first batch derives every key",
         )
     pinned = dict(committed.pinned_versions)
+    schemas = input_columns(spec, view, kind, pinned)
+    definition = view_definition(spec, view, schemas)
+    changed = differences(committed.definition or {}, definition) if comparable(committed.definition) else []
+    if changed:
+        raise RepairError(
+            f"the view's definition changed since batch {committed.batch_id} ({'; '.join(changed)}): "
+            "a repair re-derives keys under today's definition into an output of the old one",
+            where=where,
+            fix=f"run the view once (it refreshes in full under the new definition): lakejoin run "
+            f"{spec.file} --view {view.name}, then repair if you still need to",
+        )
     ranges = {s.name: repair.versions(spark, s, pinned[s.name]) for s in kind.change_sources}
     shown = ", ".join(f"{name} {a}..{b}" if a <= b else f"{name} none" for name, (a, b) in ranges.items())
     note = f"{repair.describe()}: versions {shown}, re-derived at batch {committed.batch_id}'s pins"
@@ -263,6 +356,8 @@ def plan_repair(
         pinned,
         notes={"repair": note},
         repair_ends={name: b for name, (_, b) in ranges.items()},
+        definition=definition,
+        schemas=schemas,
     )
 
 

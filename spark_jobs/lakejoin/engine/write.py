@@ -89,9 +89,9 @@ def write_output(
     )
     note = None
     try:
-        if drift:
+        if drift or (plan.rewrite and affected is None):
             counts = replace_output(view.path, recomputed, commit)
-            note = f"rewritten for a schema change: {drift}"
+            note = f"rewritten for a schema change: {drift}" if drift else f"rewritten: {plan.rewrite}"
         elif affected is None:
             counts = merge_full(spark, view.path, recomputed, keys, commit)
         else:

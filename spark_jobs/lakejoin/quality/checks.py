@@ -234,6 +234,7 @@ def write_report(
         "mode": plan.mode.value,
         "start_versions": plan.start_versions,
         "pinned_versions": plan.pinned_versions,
+        "notes": dict(plan.notes),
         "checked_at": datetime.now(UTC).isoformat(),
         "success": not any(c.blocking for c in checks),
         "metrics": metrics or {},

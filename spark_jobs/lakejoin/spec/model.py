@@ -53,6 +53,15 @@ class OnConflict(enum.Enum):
     LATEST = "latest"  # the master changed most recently wins; the conflict is reported
 
 
+class OnDefinitionChange(enum.Enum):
+    """What the next batch does when a view's definition changed since its last batch
+    (spec/definition.py): a setting that changes its rows, an input's path or key, or the
+    columns it takes from an input."""
+
+    FULL_REFRESH = "full_refresh"  # recompute every key under the new definition, write what differs
+    FAIL = "fail"  # stop at the plan, naming what changed, until someone runs --full-refresh
+
+
 @dataclass(frozen=True)
 class Source:
     name: str
@@ -132,6 +141,7 @@ class View:
     path: str
     line: int | None
     lines: Mapping[str, int] = field(default_factory=dict, repr=False, compare=False)
+    on_definition_change: OnDefinitionChange = OnDefinitionChange.FULL_REFRESH
 
     @property
     def inputs(self) -> tuple[str, ...]:

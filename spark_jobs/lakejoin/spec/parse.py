@@ -17,6 +17,7 @@ from lakejoin.errors import SpecError
 from lakejoin.spec.kinds import Known
 from lakejoin.spec.model import (
     Enrich,
+    OnDefinitionChange,
     PipelineSpec,
     Rekey,
     Source,
@@ -99,7 +100,7 @@ def _views(
         if name in sources:
             raise reader.fail(key, f"view '{name}' has the name of a source", "give the view another name")
         body = reader.mapping(body, key)
-        kinds = [k for k in body if k != "path"]
+        kinds = [k for k in body if k not in VIEW_SETTINGS]
         supported = ", ".join(k.value for k in ViewKind)
         if len(kinds) != 1:
             raise reader.fail(
@@ -115,8 +116,25 @@ def _views(
         explicit = reader.text(body, key, "path", required=False)
         path = _resolve(base, explicit) if explicit else str(Path(storage) / "views" / name)
         lines = {k[len(key) + 1 :]: v for k, v in reader.lines.items() if k.startswith(key + ".")}
-        views[name] = View(name, kind, definition, path, reader.lines.get(key), lines)
+        policy = _on_definition_change(reader, body, key)
+        views[name] = View(name, kind, definition, path, reader.lines.get(key), lines, policy)
     return views
+
+
+VIEW_SETTINGS = frozenset({"path", "on_definition_change"})  # a view's keys beside its kind
+
+
+def _on_definition_change(reader: SpecReader, body: dict[str, Any], key: str) -> OnDefinitionChange:
+    text = reader.text(body, key, "on_definition_change", required=False) or "full_refresh"
+    try:
+        return OnDefinitionChange(text)
+    except ValueError:
+        raise reader.fail(
+            f"{key}.on_definition_change",
+            f"unknown on_definition_change '{text}'",
+            "use 'full_refresh' (the next batch recomputes every key under the new definition) "
+            "or 'fail' (stop until someone runs the view with --full-refresh)",
+        ) from None
 
 
 def load_spec(path: str | Path) -> PipelineSpec:

@@ -1,0 +1,186 @@
+"""A view's definition as it decides the view's rows: what each batch commit records, and what
+the next plan compares with the spec of the day (engine/plan.py).
+
+It holds the view's kind and every setting that changes its rows, each input's path and key, and
+the columns (name -> type) the view takes from each input. It is built from the parsed spec, not
+its YAML text, so a comment, the order of a mapping's keys, the schedule or a check's settings
+change nothing; settings that change how a batch runs but never what it computes
+(`fanout_threshold`, `broadcast_limit_mb`) are left out.
+
+>>> from lakejoin.spec.parse import load_spec
+>>> spec = load_spec("pipelines/marketplace.yaml")
+>>> old = view_definition(spec, spec.views["display_products"], {})
+>>> new = {**old, "settings": {**old["settings"], "how": "inner"}}
+>>> differences(old, new)
+['how: left -> inner']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from lakejoin.spec.model import Enrich, FkJoin, ListJoin, PipelineSpec, Rekey, View
+
+FORMAT = 1  # what a recorded definition holds; a record of another format is not compared
+PERFORMANCE = frozenset({"fanout_threshold", "broadcast_limit_mb"})  # how, never what
+
+Definition = dict[str, Any]
+
+
+def _plain(value: Any) -> Any:
+    """A spec value as JSON would hold it: enums by value, tuples as lists, performance knobs out."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items() if k not in PERFORMANCE}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def listed_columns(view: View) -> dict[str, tuple[str, ...] | None]:
+    """Each input's columns as the spec lists them (None: the view takes all of them)."""
+    d = view.definition
+    listed: dict[str, tuple[str, ...] | None] = {}
+    if isinstance(d, FkJoin | ListJoin):
+        listed[d.left] = None
+        listed[d.right] = d.right_columns if d.right != d.left else None
+    elif isinstance(d, Rekey):
+        listed[d.source] = (d.key, *d.columns) if d.columns else None
+    elif isinstance(d, Enrich):
+        listed[d.fact] = None
+        for dimension in d.dimensions:
+            if dimension.table == d.fact:
+                continue
+            before = listed.get(dimension.table, ())
+            more = dimension.columns
+            listed[dimension.table] = None if before is None or more is None else (*before, *more)
+    return listed
+
+
+def taken_columns(
+    spec: PipelineSpec, view: View, schemas: Mapping[str, Mapping[str, str]]
+) -> dict[str, dict[str, str]]:
+    """The columns (name -> type) the view takes from each input whose schema is known: all of
+    them where the spec lists none, else the listed ones and the input's key."""
+    taken: dict[str, dict[str, str]] = {}
+    for name, listed in listed_columns(view).items():
+        if name not in schemas:
+            continue
+        columns = schemas[name]
+        wanted = None if listed is None else {spec.sources[name].key, *listed}
+        taken[name] = {c: t for c, t in columns.items() if wanted is None or c in wanted}
+    return taken
+
+
+def output_key(spec: PipelineSpec, view: View) -> list[str]:
+    """The column(s) that identify an output row (what each kind's `output_key` says)."""
+    d = view.definition
+    if isinstance(d, Rekey):
+        return [d.key] if d.unique else [d.key, spec.sources[d.source].key]
+    driving = d.fact if isinstance(d, Enrich) else d.left
+    return [spec.sources[driving].key]
+
+
+def _place(spec: PipelineSpec, path: str) -> str:
+    """A table's path as recorded: relative to the pipeline's storage when inside it, so a
+    lakehouse moved whole is the same definition."""
+    try:
+        return Path(path).relative_to(spec.storage).as_posix()
+    except ValueError:
+        return path
+
+
+def view_definition(spec: PipelineSpec, view: View, schemas: Mapping[str, Mapping[str, str]]) -> Definition:
+    """The view's definition at the input schemas given (name -> columns; an input missing from
+    `schemas` records no columns)."""
+    settings = _plain(dataclasses.asdict(view.definition))
+    inputs = {
+        name: {"path": _place(spec, spec.sources[name].path), "key": spec.sources[name].key}
+        for name in view.inputs
+    }
+    return {
+        "format": FORMAT,
+        "kind": view.kind.value,
+        "settings": settings,
+        "inputs": inputs,
+        "output_key": output_key(spec, view),
+        "columns": taken_columns(spec, view, schemas),
+    }
+
+
+def fingerprint(definition: Definition) -> str:
+    """A short digest of a definition, for people (the batch log, the report)."""
+    text = json.dumps(definition, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def comparable(recorded: Definition | None) -> bool:
+    """Can a recorded definition be compared with today's? (None: written before lakejoin
+    recorded definitions; another format: written by another lakejoin.)"""
+    return isinstance(recorded, dict) and recorded.get("format") == FORMAT
+
+
+def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    if isinstance(value, list) and any(isinstance(v, dict) for v in value):
+        out = {}
+        for i, v in enumerate(value):
+            out.update(_flat(v, f"{prefix}[{i}]"))
+        if not value:
+            out[prefix] = []
+        return out
+    return {prefix: value}
+
+
+def _shown(name: str, value: Any) -> str:
+    if value is None:
+        return "all" if name.endswith("columns") else "none"  # a columns list left out takes all
+    if isinstance(value, list):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    return str(value)
+
+
+def _column_differences(
+    old: Mapping[str, Mapping[str, str]], new: Mapping[str, Mapping[str, str]]
+) -> list[str]:
+    said: list[str] = []
+    for table in sorted(set(old) | set(new)):
+        if table not in old or table not in new:
+            continue  # a new or dropped input: its settings say so
+        before, after = old[table], new[table]
+        for column in after:
+            if column not in before:
+                said.append(f"{table} gained column '{column}' ({after[column]})")
+            elif before[column] != after[column]:
+                said.append(f"{table}.{column} {before[column]} -> {after[column]}")
+        said += [f"{table} lost column '{c}'" for c in before if c not in after]
+    return said
+
+
+def differences(old: Definition, new: Definition, *, columns: bool = True) -> list[str]:
+    """What changed from `old` to `new`, one phrase a change (`how: left -> inner`), settings
+    first; with `columns=False`, only the spec's part (the plan's check before it reads schemas)."""
+    said: list[str] = []
+    if old.get("kind") != new.get("kind"):
+        said.append(f"kind: {old.get('kind')} -> {new.get('kind')}")
+    parts = ("settings", "inputs", "output_key")
+    before = _flat({part: old.get(part) for part in parts})
+    after = _flat({part: new.get(part) for part in parts})
+    for name in sorted(set(before) | set(after), key=lambda n: (not n.startswith("settings"), n)):
+        if before.get(name, "absent") != after.get(name, "absent"):
+            shown = name.removeprefix("settings.")
+            said.append(f"{shown}: {_shown(name, before.get(name))} -> {_shown(name, after.get(name))}")
+    if columns:
+        said += _column_differences(old.get("columns", {}), new.get("columns", {}))
+    return said
