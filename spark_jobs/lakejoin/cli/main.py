@@ -278,6 +278,7 @@ def _status(console: Console, spec: PipelineSpec) -> int:
     log = BatchLog.of(spec)
     histories = log.histories(spec.view_order())
     table = Table(title=f"pipeline {spec.name}")
+    said: list[str] = []
     for column in ("view", "last batch", "status", "mode", "committed at", "versions", "lag (versions)"):
         table.add_column(column)
     for name in spec.view_order():
@@ -296,17 +297,20 @@ def _status(console: Console, spec: PipelineSpec) -> int:
         status = record.status.value + (
             f" ({record.notes['abandoned']})" if "abandoned" in record.notes else ""
         )
-        why = record.notes.get("definition")  # why a batch refreshed in full, when the spec changed
+        if "definition" in record.notes:  # why the batch refreshed in full: the spec changed
+            said.append(f"{name}: batch {record.batch_id} ran in full, {record.notes['definition']}")
         table.add_row(
             name,
             str(record.batch_id),
             status,
-            record.mode.value + (f" ({why})" if why else ""),
+            record.mode.value,
             str(done.recorded_at) if done else "-",
             _versions(record.pinned_versions),
             ", ".join(lags),
         )
     console.print(table)
+    for line in said:
+        console.print(f"[yellow]{line}[/]", highlight=False, soft_wrap=True)
     console.print(f"[dim]batch log: {log.path}[/]")
     return 0
 

@@ -31,6 +31,7 @@ from lakejoin.delta.change_feed import CHANGE, VERSION, ChangeKind, net_changes,
 from lakejoin.errors import KeyConflictError
 from lakejoin.quality.checks import Validation
 from lakejoin.sink.choice import KEEP
+from lakejoin.sink.keyed_tables import schema_drift
 from lakejoin.spec.model import OnConflict, PipelineSpec, View
 from lakejoin.views.base import Rebuilt, ViewKindLogic
 from lakejoin.views.context import STATE, BatchContext
@@ -249,6 +250,13 @@ class RekeyView(ViewKindLogic):
         v, k = self.rekey.key, self.master.key
         if update.full:
             ensure_index(ctx.spark, ctx.state_path, update.rows)
+            if schema_drift(ctx.spark, ctx.state_path, update.rows.schema):
+                # The master gained, lost or retyped a column the index carries (a definition
+                # change refreshes the view in full): the index is rebuilt whole, in one commit.
+                update.rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(
+                    ctx.state_path
+                )
+                return
             source = update.rows.withColumn(KEEP, F.lit(True))
         else:
             ensure_index(ctx.spark, ctx.state_path, update.rows.drop(CHANGE))
