@@ -15,7 +15,6 @@ from lakejoin.errors import (
     ChangesUnreadableError,
     DuplicateKeyError,
     NullKeyError,
-    SourceError,
     SpecError,
 )
 from lakejoin.spec.model import SparkRun
@@ -495,19 +494,22 @@ def test_a_null_key_in_the_first_snapshot(lake, table):
 
 
 @pytest.mark.delta
-def test_a_schema_change_stops_incremental_batches_until_a_full_refresh(lake, spark):
-    """A new left column is a schema change: the incremental batch says so and asks for a full
-    refresh; the full refresh rewrites the output with the new column, equal to the oracle."""
+def test_a_new_left_column_refreshes_the_view_with_it(lake, spark):
+    """A new left column changes the view's definition (issue 35): the next batch refreshes in
+    full on its own, says why, and rewrites the output with the new column, equal to the oracle
+    (`on_definition_change: fail` stops instead: tests/scenarios/test_definition_changes.py)."""
     lake.create("merchants", MERCHANTS, [ACME])
     lake.create("products", PRODUCTS, [PEN])
     spec = lake.spec("left")
     lake.run(spec, checks=False)
     spark.sql(f"ALTER TABLE delta.`{lake.path('products')}` ADD COLUMNS (colour STRING)")
     lake.upsert("products", "product_id", [("p1", "pen", 1.5, "m1", "red")])
-    with pytest.raises(SourceError) as exc:
-        lake.run(spec, checks=False)
-    assert_says(message_of(exc), "the view's columns changed", "colour", "--full-refresh")
-    summary = lake.run(spec, full_refresh=True)
+    summary = lake.run(spec, checks=False)
+    assert summary.mode is not None and summary.mode.value == "full_refresh"
+    assert (
+        summary.notes["definition"]
+        == "definition changed since batch 1: products gained column 'colour' (string)"
+    )
     assert "schema change" in summary.notes["output"]
     assert lake.output(spec) == lake.expected(spec)
     assert lake.output(spec)[0]["colour"] == "red"

@@ -124,12 +124,10 @@ def test_propagate_rewrites_every_fact_a_dimension_change_reaches(lake):
     assert summary.metrics()["full_recompute"] == 0
 
 
-def test_a_dimension_added_to_the_spec_asks_for_a_full_refresh_which_adds_its_columns(lake):
-    """A spec that gains a dimension gives the output new columns: the batch fails before
-    writing and says to refresh; the refresh adds the columns, and the new dimension's changes
+def test_a_dimension_added_to_the_spec_refreshes_the_view_which_adds_its_columns(lake):
+    """A spec that gains a dimension changes the view's definition (issue 35): the next batch
+    refreshes in full on its own and adds the columns, and the new dimension's changes
     propagate (routed from the pinned facts' new fk column: no index to rebuild)."""
-    from lakejoin.errors import SourceError
-
     create_tables(lake)
     views = f"""\
   {VIEW}:
@@ -149,12 +147,11 @@ def test_a_dimension_added_to_the_spec_asks_for_a_full_refresh_which_adds_its_co
 
     two = spec_of(lake, "propagate", "\n      fanout_threshold: 1.0")
     lake.upsert("products", "product_id", [("p1", "pen+", 1.0)])
-    with pytest.raises(SourceError) as error:
-        run(lake, two)
-    assert "product_title" in str(error.value) and "--full-refresh" in str(error.value)
-    assert output_rows(lake, two, VIEW) == before  # nothing written
-
-    run(lake, two, full_refresh=True)
+    summary, _ = run(lake, two)
+    assert summary.mode is not None and summary.mode.value == "full_refresh"
+    assert "dimensions[1].table: none -> products" in summary.notes["definition"]
+    assert "the output has columns" in summary.notes["output"]  # rewritten with the new columns
+    assert output_rows(lake, two, VIEW) != before
     assert output_rows(lake, two, VIEW) == enrich_oracle(lake, two, VIEW)
     lake.upsert("products", "product_id", [("p2", "cup XL", 2.0)])
     _, changed = run(lake, two)
