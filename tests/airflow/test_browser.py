@@ -179,21 +179,30 @@ def _turn_on(dialog, name: str | re.Pattern) -> None:
 
 
 def _click_until_posted(page, button, path: str, tries: int = 3) -> None:
-    """Click `button` until the page sends a POST to `path`. A click that lands while the form's
-    script is still loading on two busy cores is dropped, with no request at all (CI at 9100463:
-    no POST reached the API server in 30 s); a click that did send one is never repeated, so no
-    second run is created."""
+    """Click `button` until the page sends a POST to `path`, then wait for the API server's
+    answer. A click that lands while the form's script is still loading on two busy cores is
+    dropped, with no request at all (CI at 9100463: no POST reached the API server in 30 s); a
+    click that did send one is never repeated, so no second run is created. The answer itself
+    can take longer than 30 s while two Spark JVMs share the cores (session 37: the request
+    left the page, the dialog was still open 30 s later, and the server had not logged it)."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-    for _ in range(tries - 1):
+    def posted(r) -> bool:  # noqa: ANN001 - a playwright Request
+        return r.method == "POST" and path in r.url
+
+    for attempt in range(tries):
         try:
-            with page.expect_request(lambda r: r.method == "POST" and path in r.url, timeout=10_000):
+            with page.expect_request(posted, timeout=10_000) as sent:
                 button.click()
-            return
         except PlaywrightTimeout:
+            if attempt == tries - 1:
+                raise
             continue
-    with page.expect_request(lambda r: r.method == "POST" and path in r.url, timeout=10_000):
-        button.click()
+        answer = sent.value.response()  # waits for the server, however long it takes
+        assert answer is not None and answer.ok, (
+            f"the API server refused the trigger: {answer and answer.status}"
+        )
+        return
 
 
 def _trigger_with_full_refresh(page) -> None:
