@@ -33,7 +33,8 @@ def examples(default: int) -> settings:
 
 @dataclass(frozen=True)
 class Step:
-    """One Delta commit on one source: upsert `rows`, or delete the rows with keys `rows`."""
+    """One Delta commit on one source: upsert `rows`, delete the rows with keys `rows`, write the
+    rows with keys `rows` back as they are (`rewrite WRITER`), or every row (`reload WRITER`)."""
 
     table: str
     kind: str
@@ -57,6 +58,24 @@ def upserts(table: str, keys: tuple[str, ...], values: st.SearchStrategy) -> st.
 def deletes(table: str, keys: tuple[str, ...]) -> st.SearchStrategy[Step]:
     return st.sets(st.sampled_from(keys), min_size=1, max_size=2).map(
         lambda doomed: Step(table, "delete", tuple(sorted(doomed)))
+    )
+
+
+WRITERS = ("spark", "delta-rs")
+
+
+def rewrites(
+    table: str, keys: tuple[str, ...], writers: tuple[str, ...] = WRITERS
+) -> st.SearchStrategy[Step]:
+    """Rows written back exactly as they are, which change nothing (issue 36): a MERGE
+    `whenMatchedUpdateAll` of one to three keys' rows (those that exist; none: no commit), or a
+    reload of every row, by Spark or delta-rs, or by Spark's overwrite (a delete and an equal
+    insert per row in one commit). delta-rs is left out (`writers`) for tables with arrays."""
+    some = st.tuples(st.sampled_from(writers), st.sets(st.sampled_from(keys), min_size=1, max_size=3))
+    every = st.sampled_from((*writers, "overwrite"))
+    return st.one_of(
+        some.map(lambda drawn: Step(table, f"rewrite {drawn[0]}", tuple(sorted(drawn[1])))),
+        every.map(lambda writer: Step(table, f"reload {writer}", ())),
     )
 
 
@@ -97,10 +116,16 @@ def lookup_path(spark, number: int) -> Iterator[None]:  # noqa: ANN001
 
 
 def apply(lake: Lakehouse, step: Step, keys: dict[str, str]) -> None:
-    if step.kind == "upsert":
+    what, _, writer = step.kind.partition(" ")
+    if what == "upsert":
         lake.upsert(step.table, keys[step.table], list(step.rows))
-    else:
+    elif what == "delete":
         lake.delete(step.table, keys[step.table], list(step.rows))
+    elif what == "rewrite":
+        lake.rewrite(step.table, keys[step.table], list(step.rows), writer=writer)
+    else:
+        assert what == "reload", step
+        lake.rewrite(step.table, keys[step.table], writer=writer)
 
 
 _example_number = itertools.count()

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from lakejoin.delta.markers import FAILPOINT
-from lakejoin.delta.records import BatchStatus
 from lakejoin.engine.batch import BatchSummary, batch_log, run_view
 from lakejoin.spec.model import JoinHow, PipelineSpec
 from lakejoin.spec.parse import load_spec
+from tests.content import changed_keys, last_changes
 
 PRODUCTS = "product_id STRING, name STRING, price DOUBLE, merchant_id STRING"
 MERCHANTS = "merchant_id STRING, display_name STRING, photo_url STRING"
@@ -62,6 +62,39 @@ class Lakehouse:
         from pyspark.sql import functions as F
 
         DeltaTable.forPath(self.spark, self.path(table)).delete(F.col(key).isin(keys))
+
+    def rewrite(self, table: str, key: str, keys: list[Any] | None = None, *, writer: str = "spark") -> bool:
+        """Write rows of `table` back exactly as they are, a change of no row's content (issue
+        36): those of `keys` (the ones that exist), or every row (a reload). `writer`: a MERGE
+        `whenMatchedUpdateAll` by Spark ("spark") or by delta-rs ("delta-rs"), both of which
+        record an update pre- and an equal post-image per row; or ("overwrite", every row only)
+        Spark's overwrite of the table with its own rows, a delete and an equal insert per row
+        in one commit. False, and no commit, when no such row exists."""
+        from pyspark.sql import functions as F
+
+        frame = self.spark.read.format("delta").load(self.path(table))
+        if keys is not None:
+            frame = frame.where(F.col(key).isin(list(keys)))
+        rows = frame.collect()
+        if not rows:
+            return False
+        again = self.spark.createDataFrame(rows, frame.schema)
+        if writer == "spark":
+            self.upsert(table, key, [tuple(r) for r in rows])
+        elif writer == "delta-rs":
+            from deltalake import DeltaTable as Rs
+
+            (
+                Rs(self.path(table))
+                .merge(again.toArrow(), f"t.{key} = s.{key}", source_alias="s", target_alias="t")
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute()
+            )
+        else:
+            assert writer == "overwrite" and keys is None, "an overwrite writes back every row"
+            again.write.format("delta").mode("overwrite").save(self.path(table))
+        return True
 
     def append(self, table: str, rows: list[tuple]) -> None:
         schema = self.spark.read.format("delta").load(self.path(table)).schema
@@ -116,8 +149,8 @@ views:
 
     def expected(self, spec: PipelineSpec, view: str = "display_products") -> list[dict]:
         """The view recomputed from scratch, in plain Python, at the last committed pins."""
-        record = batch_log(spec).last(view)
-        assert record is not None and record.status is BatchStatus.COMMITTED
+        record = batch_log(spec).last_committed(view)
+        assert record is not None
         join = spec.views[view].fk_join
         left, right = spec.sources[join.left], spec.sources[join.right]
         left_rows = self.rows_at(left.path.rsplit("/", 1)[-1], record.pinned_versions[left.name])
@@ -170,8 +203,10 @@ def output_rows(lake: Lakehouse, spec: PipelineSpec, view: str) -> list[dict]:
 
 
 def pinned(lake: Lakehouse, spec: PipelineSpec, view: str) -> dict[str, int]:
-    record = batch_log(spec).last(view)
-    assert record is not None and record.status is BatchStatus.COMMITTED
+    """The versions the view's last committed batch pinned (a batch after it that found no change
+    of content, `unchanged`, moved no output: the view is still what that batch made it)."""
+    record = batch_log(spec).last_committed(view)
+    assert record is not None
     return record.pinned_versions
 
 
@@ -203,8 +238,8 @@ def list_join_oracle(lake: Lakehouse, spec: PipelineSpec, view: str) -> list[dic
     return sorted(out, key=lambda r: tuple(str(v) for v in r.values()))
 
 
-def last_change_versions(lake: Lakehouse, table: str, key: str, version: int) -> dict[Any, int]:
-    """Each live key's commit version of its last change, from the whole change feed."""
+def change_feed(lake: Lakehouse, table: str, version: int) -> list[dict]:
+    """Every change row of a table from version 0 to `version`, as dicts."""
     frame = (
         lake.spark.read.format("delta")
         .option("readChangeFeed", "true")
@@ -212,14 +247,14 @@ def last_change_versions(lake: Lakehouse, table: str, key: str, version: int) ->
         .option("endingVersion", version)
         .load(lake.path(table))
     )
-    last: dict[Any, tuple[int, int, str]] = {}
-    for r in frame.collect():
-        if r["_change_type"] == "update_preimage":
-            continue
-        rank = (r["_commit_version"], 0 if r["_change_type"] == "delete" else 1)
-        if r[key] not in last or rank > last[r[key]][:2]:
-            last[r[key]] = (*rank, r["_change_type"])
-    return {k: v[0] for k, v in last.items() if v[2] != "delete"}
+    return [r.asDict(recursive=True) for r in frame.collect()]
+
+
+def last_change_versions(lake: Lakehouse, table: str, key: str, version: int) -> dict[Any, int]:
+    """Each live key's commit version of its last change of content, from the whole change feed:
+    a commit that wrote the row back as it was is none (tests/content.py)."""
+    last = last_changes(change_feed(lake, table, version), key)
+    return {k: at for k, (at, row) in last.items() if row is not None}
 
 
 def rekey_oracle(lake: Lakehouse, spec: PipelineSpec, view: str) -> list[dict]:
@@ -306,6 +341,16 @@ def enrich_oracle(lake: Lakehouse, spec: PipelineSpec, view: str) -> list[dict]:
     enrich = spec.views[view].enrich
     versions = pinned(lake, spec, view)
     facts = source_rows(lake, spec, enrich.fact, versions[enrich.fact])
+    return sorted(
+        enriched(lake, spec, view, facts, versions), key=lambda r: tuple(str(v) for v in r.values())
+    )
+
+
+def enriched(
+    lake: Lakehouse, spec: PipelineSpec, view: str, facts: list[dict], versions: dict[str, int]
+) -> list[dict]:
+    """The output rows of `facts`, enriched with the dimensions at `versions`."""
+    enrich = spec.views[view].enrich
     out = [dict(f) for f in facts]
     for d in enrich.dimensions:
         key = spec.sources[d.table].key
@@ -322,7 +367,35 @@ def enrich_oracle(lake: Lakehouse, spec: PipelineSpec, view: str) -> list[dict]:
                 continue
             kept.append({**row, **{d.prefix + c: (match[c] if match else None) for c in columns}})
         out = kept
-    return sorted(out, key=lambda r: tuple(str(v) for v in r.values()))
+    return out
+
+
+def lookup_model(
+    lake: Lakehouse, spec: PipelineSpec, view: str, held: dict[Any, dict | None] | None, since: int
+) -> dict[Any, dict | None]:
+    """A `lookup` enrich in plain Python after a batch: each live fact as the batch that last
+    changed its content enriched it (None: an inner dimension left it out). `held` is the model
+    after the batch before (None: no batch before, every fact is enriched now) and `since` the
+    fact table's version that batch pinned. The facts that a commit after `since` changed the
+    content of are enriched with the dimensions at this batch's pins; a fact written back as it
+    was is no such change (tests/content.py) and keeps its row; deleted facts leave."""
+    enrich = spec.views[view].enrich
+    key = spec.sources[enrich.fact].key
+    versions = pinned(lake, spec, view)
+    facts = source_rows(lake, spec, enrich.fact, versions[enrich.fact])
+    if held is None:
+        redo = {f[key] for f in facts}
+    else:
+        feed = change_feed(lake, enrich.fact, versions[enrich.fact])
+        redo = changed_keys(feed, key, since, versions[enrich.fact])
+    fresh = {r[key]: r for r in enriched(lake, spec, view, [f for f in facts if f[key] in redo], versions)}
+    return {f[key]: fresh.get(f[key]) if f[key] in redo else (held or {})[f[key]] for f in facts}
+
+
+def model_rows(model: dict[Any, dict | None]) -> list[dict]:
+    """A model's output rows, in `output_rows`'s order."""
+    rows = [r for r in model.values() if r is not None]
+    return sorted(rows, key=lambda r: tuple(str(v) for v in r.values()))
 
 
 # --- crashes ----------------------------------------------------------------------------------

@@ -6,6 +6,11 @@ inner/left setting and a fan-out threshold (0 forces the full-recompute fallback
 dimension change reaches a fact, 1 never takes it), then four more batches of commits on all three
 tables. After every batch the view must equal its plain-Python oracle at the pinned versions.
 
+`lookup` (issue 36): the same tables and commits, and rows of every table written back unchanged
+(Spark's or delta-rs's MERGE, an overwrite). After every batch each fact must be as the batch that
+last changed its content enriched it (`lookup_model`): a fact written back unchanged keeps its
+enrichment, however the dimensions moved since.
+
 The chain: `display_products` (fk_join of products and merchants) feeds an enrich
 (`display_products` as a dimension of purchases), and in a second test a list_join (persons'
 favourite product ids).
@@ -32,6 +37,7 @@ from tests.histories import (
     example_lake,
     examples,
     lookup_path,
+    rewrites,
     rows_of,
     upserts,
 )
@@ -44,6 +50,8 @@ from tests.lakehouse import (
     Lakehouse,
     enrich_oracle,
     list_join_oracle,
+    lookup_model,
+    model_rows,
     output_rows,
     pinned,
     write_spec,
@@ -85,6 +93,8 @@ propagate_steps = st.one_of(
     deletes("purchases", PURCHASE_KEYS),
     deletes("customers", CUSTOMER_KEYS),
     deletes("products", PRODUCT_KEYS),
+    rewrites("purchases", PURCHASE_KEYS),
+    rewrites("customers", CUSTOMER_KEYS),
 )
 
 
@@ -125,6 +135,50 @@ def test_propagate_incremental_equals_recompute(
         note(f"  -> {summary.outcome.value}, {summary.metrics()}, pinned {summary.pinned_versions}")
         expected = enrich_oracle(lake, spec, "enriched_purchases")
         assert output_rows(lake, spec, "enriched_purchases") == expected, f"after batch {number}"
+
+
+# --- lookup -----------------------------------------------------------------------------------
+
+
+@examples(1)
+@given(
+    customers_how=st.sampled_from(["left", "inner"]),
+    products_how=st.sampled_from(["left", "inner"]),
+    purchases=st.dictionaries(st.sampled_from(PURCHASE_KEYS), purchase_values, min_size=2, max_size=6),
+    customers=st.dictionaries(st.sampled_from(CUSTOMER_KEYS), customer_values, min_size=1, max_size=4),
+    products=st.dictionaries(st.sampled_from(PRODUCT_KEYS), item_values, min_size=1, max_size=4),
+    # A dimension changes, then the facts holding it are written back unchanged: they must keep
+    # the enrichment of the batch that last changed them.
+    history=batches(st.one_of(propagate_steps, rewrites("purchases", PURCHASE_KEYS))),
+)
+def test_lookup_keeps_each_fact_as_the_batch_that_last_changed_it_enriched_it(
+    spark, tmp_path, customers_how, products_how, purchases, customers, products, history
+):
+    lake = example_lake(spark, tmp_path)
+    lake.create("purchases", PURCHASES, list(rows_of(purchases)))
+    lake.create("customers", CUSTOMERS, list(rows_of(customers)))
+    lake.create("products", ITEMS, list(rows_of(products)))
+    views = f"""\
+  looked_up:
+    enrich:
+      fact: purchases
+      mode: lookup
+      dimensions:
+        - {{table: customers, fk: customer_id, prefix: customer_, how: {customers_how}}}
+        - {{table: products, fk: product_id, prefix: product_, columns: [title], how: {products_how}}}
+"""
+    spec = write_spec(lake, {t: KEYS[t] for t in ("purchases", "customers", "products")}, views)
+    model, since = None, -1
+    for number, batch in enumerate(((), *history)):
+        note(f"batch {number}: {list(batch)}")
+        for step in batch:
+            apply(lake, step, KEYS)
+        with lookup_path(lake.spark, number):
+            summary = lake.run(spec, "looked_up", checks=number % CHECKS_EVERY == 0)
+        note(f"  -> {summary.outcome.value}, {summary.metrics()}, {summary.reason}")
+        model = lookup_model(lake, spec, "looked_up", model, since)
+        since = pinned(lake, spec, "looked_up")["purchases"]
+        assert output_rows(lake, spec, "looked_up") == model_rows(model), f"after batch {number}"
 
 
 # --- a two-level chain ------------------------------------------------------------------------

@@ -238,6 +238,33 @@ def test_lookup_keeps_the_dimensions_a_fact_was_enriched_with(lake):
     assert output_rows(lake, spec, VIEW) == enrich_oracle(lake, spec, VIEW)
 
 
+def test_lookup_keeps_the_enrichment_of_a_fact_written_back_unchanged(lake):
+    """Issue 36: only a change of a fact's content re-enriches it. Facts written back as they were
+    (delta-rs's MERGE of one, a reload of the whole fact table by Spark's MERGE or an overwrite)
+    keep the dimensions they were enriched with; such a batch is nothing new, no output commit.
+    A fact whose quantity changes is re-enriched with today's dimensions."""
+    create_tables(lake)
+    spec = spec_of(lake, "lookup")
+    run(lake, spec)
+    first = table(lake, spec)
+    lake.upsert("customers", "customer_id", [("c1", "Anna", "NO")])
+    lake.upsert("products", "product_id", [("p2", "cup XL", 2.0)])
+
+    for writer, keys in (("delta-rs", ["o1"]), ("spark", None), ("overwrite", None)):
+        assert lake.rewrite("purchases", "purchase_id", keys, writer=writer)
+        summary, changed = run(lake, spec)
+        assert summary.outcome.value == "skipped", writer
+        assert summary.changed_keys == {"purchases": 0} and changed == {}
+        assert table(lake, spec) == first
+
+    lake.upsert("purchases", "purchase_id", [("o1", "c1", "p1", 5)])
+    assert lake.rewrite("purchases", "purchase_id", ["o4"], writer="spark")
+    summary, changed = run(lake, spec)
+    assert summary.changed_keys == {"purchases": 1}
+    assert changed == {"update_postimage": {"o1"}}
+    assert table(lake, spec) == {**first, "o1": ("c1", "Anna", "p1", "pen")}  # o4 keeps Ann, cup
+
+
 def test_a_hot_dimension_key_falls_back_to_a_full_recompute_with_the_same_result(lake):
     lake.create("customers", CUSTOMERS, [(f"c{i}", f"name{i}", "NO") for i in range(4)])
     lake.create("products", ITEMS, [("p1", "pen", 1.0)])

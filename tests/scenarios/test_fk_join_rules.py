@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from lakejoin.engine.batch import BatchSummary
+from lakejoin.delta.records import BatchStatus
+from lakejoin.engine.batch import BatchSummary, batch_log
 from tests.lakehouse import MERCHANTS, PRODUCTS, fanout
 
 pytestmark = pytest.mark.scenario
@@ -239,11 +240,12 @@ def test_several_changes_to_one_key_inside_one_batch_collapse_to_the_last(lake):
 
 
 def test_deleting_a_key_that_never_existed_does_nothing(lake):
-    """A delete of a key that never existed does nothing: the batch commits, the output and its
-    change feed stay as they were.
+    """A delete of a key that never existed does nothing: the output and its change feed stay as
+    they were, and no output commit is made.
 
     By default Delta records no commit for a DELETE that matches no row (then there is nothing new
-    and the run is skipped); a writer with `skipRecordingEmptyCommits=false` records an empty one.
+    and the run is skipped); a writer with `skipRecordingEmptyCommits=false` records an empty one,
+    whose changes the batch reads and finds empty: nothing new either (issue 36).
     """
     spec = shop(lake, "inner", [ACME], [PEN])
     run_batch(lake, spec)
@@ -259,10 +261,11 @@ def test_deleting_a_key_that_never_existed_does_nothing(lake):
     finally:
         lake.spark.conf.unset(RECORD_EMPTY_COMMITS)
     assert _version(lake, "products") == version + 1
-    batch = run_batch(lake, spec)
-    assert batch.summary.affected_keys == 0
-    assert lake.output(spec) == [row("p1", "pen", 1.0, "m1", "Acme")]
-    assert batch.changes == []
+    before = output_version(lake, spec)
+    summary = lake.run(spec)
+    assert summary.outcome.value == "skipped" and summary.changed_keys == {"products": 0, "merchants": 0}
+    assert output_version(lake, spec) == before
+    assert lake.output(spec) == lake.expected(spec) == [row("p1", "pen", 1.0, "m1", "Acme")]
 
 
 RECORD_EMPTY_COMMITS = "spark.databricks.delta.skipRecordingEmptyCommits"
@@ -380,19 +383,43 @@ def test_a_popular_right_key_falls_back_to_a_full_recompute_with_the_same_result
 # --- no-ops, full refresh, nothing new ---------------------------------------------------------------
 
 
-def test_a_change_to_identical_content_writes_no_output_change(lake):
-    """Updating a row to identical content (left or right) writes no output change rows."""
+def test_a_write_that_changes_no_content_is_nothing_new(lake):
+    """Rows written back as they were change nothing (issue 36): a MERGE of identical rows on
+    either side, a reload of a whole table by delta-rs's MERGE or by an overwrite. The batch
+    reads the changes, finds no change of content, and ends as nothing new: 0 changed keys, no
+    recompute, no output commit. It is logged `unchanged`, so the next run reads on from its
+    versions instead of reading the reload again."""
     spec = shop(lake, "left", [ACME], [PEN, CUP])
     run_batch(lake, spec)
+    version = output_version(lake, spec)
 
     lake.upsert("products", "product_id", [PEN])
     lake.upsert("merchants", "merchant_id", [ACME])
+    assert lake.rewrite("products", "product_id", writer="delta-rs")
+    assert lake.rewrite("merchants", "merchant_id", writer="overwrite")
+    summary = lake.run(spec)
+    assert summary.outcome.value == "skipped"
+    assert summary.reason.startswith("nothing new: no change of content in products ")
+    assert summary.changed_keys == {"products": 0, "merchants": 0}
+    assert summary.recomputed_rows == summary.affected_keys == 0
+    assert output_version(lake, spec) == version
+    unchanged = batch_log(spec).last(VIEW)
+    assert unchanged.status is BatchStatus.UNCHANGED
+    assert unchanged.pinned_versions == summary.pinned_versions
+
+    again = lake.run(spec)  # the plan reads on from the unchanged batch: nothing new, no Spark job
+    assert again.outcome.value == "skipped" and again.batch_id is None
+    assert again.reason.startswith(f"no new versions since batch {unchanged.batch_id} ")
+
+    # A reload by Spark's MERGE in the same batch as a real change: only the change counts.
+    assert lake.rewrite("products", "product_id", writer="spark")
+    lake.upsert("products", "product_id", [("p2", "cup", 2.5, "m1")])
     batch = run_batch(lake, spec)
-    assert batch.summary.affected_keys == 2
-    assert batch.summary.unchanged_skipped >= 1
-    assert batch.summary.updated == batch.summary.inserted == batch.summary.deleted == 0
-    assert batch.changes == []
-    assert lake.output(spec) == [row("p1", "pen", 1.0, "m1", "Acme"), row("p2", "cup", 2.0, "m1", "Acme")]
+    assert batch.summary.start_versions == unchanged.pinned_versions
+    assert batch.summary.changed_keys == {"products": 1, "merchants": 0}
+    assert batch.summary.affected_keys == 1
+    assert batch.changes == updated("p2")
+    assert lake.output(spec) == [row("p1", "pen", 1.0, "m1", "Acme"), row("p2", "cup", 2.5, "m1", "Acme")]
 
 
 def test_full_refresh_writes_only_real_changes(lake):

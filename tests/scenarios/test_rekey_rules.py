@@ -132,6 +132,56 @@ def test_rekey_latest_keeps_the_master_changed_last_and_reports_it(lake):
     assert changed == set()
 
 
+def test_a_master_written_back_unchanged_does_not_take_its_key_back(lake):
+    """Issue 36, `on_conflict: latest`: a master's claim dates from its last change of content. A
+    master written back unchanged (Spark's MERGE, delta-rs's MERGE, an overwrite of the whole
+    table: a daily reload, a CDC re-snapshot) after another master took its derived key does
+    not take it back, in incremental batches or a full refresh; a change of any of its columns
+    does."""
+    lake.create("merchants", MASTERS, [("m4", "Bolt", "SE", "d.png"), ("m2", "Cord", "DK", "c.png")])
+    spec = spec_of(lake, ", on_conflict: latest")
+    run(lake, spec)
+
+    # m1 claims Bolt, which m4 has held for a while: m1 changed last and takes it.
+    lake.upsert("merchants", "merchant_id", [("m1", "Bolt", "NO", "a.png")])
+    run(lake, spec)
+    assert table(lake, spec) == {"Bolt": ("m1", "NO"), "Cord": ("m2", "DK")}
+
+    # m4 written back as it was, alone and then with the whole table: m1 keeps Bolt, and the
+    # batches are nothing new (no output commit, no index write).
+    for writes in ([("spark", ["m4"])], [("delta-rs", ["m4"]), ("overwrite", None)]):
+        index_before = state_table(lake, spec, VIEW)
+        for writer, keys in writes:
+            assert lake.rewrite("merchants", "merchant_id", keys, writer=writer)
+        summary, changed = run(lake, spec)
+        assert summary.outcome.value == "skipped", writes
+        assert summary.reason.startswith("nothing new: no change of content")
+        assert summary.changed_keys == {"merchants": 0}
+        assert changed == set()
+        assert state_table(lake, spec, VIEW) == index_before
+        assert table(lake, spec) == {"Bolt": ("m1", "NO"), "Cord": ("m2", "DK")}
+
+    # A rewrite in the batch of another master's real change: only the change counts.
+    assert lake.rewrite("merchants", "merchant_id", ["m4"], writer="delta-rs")
+    lake.upsert("merchants", "merchant_id", [("m2", "Cord", "IS", "c.png")])
+    summary, changed = run(lake, spec)
+    assert summary.changed_keys == {"merchants": 1}
+    assert changed == {("update_postimage", "Cord", "m2")}
+    assert table(lake, spec)["Bolt"] == ("m1", "NO")
+
+    # A full refresh reads the master's whole change feed: the rewrites renew nothing there.
+    summary, changed = run(lake, spec, full_refresh=True)
+    assert changed == set()
+    assert table(lake, spec) == {"Bolt": ("m1", "NO"), "Cord": ("m2", "IS")}
+
+    # m4 changes a column the view does not carry (its photo): a change of content, the latest.
+    lake.upsert("merchants", "merchant_id", [("m4", "Bolt", "SE", "d2.png")])
+    summary, changed = run(lake, spec)
+    assert changed == {("update_postimage", "Bolt", "m4")}
+    assert table(lake, spec) == {"Bolt": ("m4", "SE"), "Cord": ("m2", "IS")}
+    assert summary.metrics()["conflicts"] == 1
+
+
 def test_rekey_without_unique_gives_one_row_per_master(lake):
     lake.create("merchants", MASTERS, [("m1", "Acme", "NO", "a.png"), ("m2", "Acme", "SE", "b.png")])
     spec = spec_of(lake, ", unique: false")

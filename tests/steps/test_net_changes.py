@@ -1,11 +1,14 @@
 """delta/change_feed.py's `net_changes` as a truth table: Change Data Feed rows of one range, in
-any order, collapsed to each key's last change. In-memory feeds, no Delta table."""
+any order, collapsed to each key's last change of content (issue 36: a commit that writes a row
+back as it was is no change). In-memory feeds, no Delta table. Every case is also checked
+against the tests' plain-Python model of the rule (tests/content.py), which the oracles use."""
 
 from __future__ import annotations
 
 import pytest
 
 from lakejoin.delta.change_feed import net_changes, no_changes, upserts
+from tests.content import last_changes
 from tests.steps.frames import ordered, rows
 
 pytestmark = pytest.mark.steps
@@ -61,6 +64,31 @@ def feed(spark, changes: list[tuple]):
             [("a", "1", "delete", 2), ("b", "2", "upsert", 3), ("c", "1", "upsert", 3)],
             id="several_keys_each_its_own",
         ),
+        # --- writes that leave the row as it was (issue 36) ---
+        pytest.param([("k", "a", PRE, 2), ("k", "a", POST, 2)], [], id="a_rewrite_is_no_change"),
+        pytest.param([("k", None, PRE, 2), ("k", None, POST, 2)], [], id="null_values_are_equal"),
+        pytest.param(
+            [*UPDATE_CHAIN, ("k", "c", PRE, 4), ("k", "c", POST, 4)],
+            [("k", "c", "upsert", 3)],
+            id="a_rewrite_keeps_the_version_of_the_last_change",
+        ),
+        pytest.param([("k", "a", DEL, 2), ("k", "a", INS, 2)], [], id="an_overwrite_that_keeps_the_row"),
+        # The row was gone at version 2: a batch ending there would have deleted it.
+        pytest.param(
+            [("k", "a", DEL, 2), ("k", "a", INS, 3)],
+            [("k", "a", "upsert", 3)],
+            id="delete_then_equal_reinsert",
+        ),
+        pytest.param(
+            [("k", "a", PRE, 2), ("k", "a", POST, 2), ("k", "a", DEL, 3)],
+            [("k", "a", "delete", 3)],
+            id="a_rewrite_then_a_delete",
+        ),
+        pytest.param(
+            [("x", "1", PRE, 2), ("x", "1", POST, 2), ("y", "1", PRE, 2), ("y", "2", POST, 2)],
+            [("y", "2", "upsert", 2)],
+            id="one_commit_rewrites_one_key_and_changes_another",
+        ),
     ],
 )
 def test_each_key_nets_to_its_last_change(spark, changes, net):
@@ -68,6 +96,28 @@ def test_each_key_nets_to_its_last_change(spark, changes, net):
 
     assert result.columns == ["id", "v", "_lj_change", "_commit_version"]
     assert rows(result) == ordered(net)
+    # The oracles' model of the rule says the same (tests/content.py).
+    model = last_changes(
+        [dict(zip(("id", "v", "_change_type", "_commit_version"), c, strict=True)) for c in changes], "id"
+    )
+    assert {(k, "upsert" if row else "delete", n) for k, (n, row) in model.items()} == {
+        (k, change, n) for k, _, change, n in net
+    }
+
+
+def test_a_rewrite_of_a_map_column_is_no_change_and_a_changed_map_is(spark):
+    """Spark does not compare maps: they are compared as their JSON text."""
+    schema = "id string, m map<string,int>, " + FEED.split(", ", 2)[2]
+    changes = [
+        ("a", {"x": 1}, PRE, 2, None),
+        ("a", {"x": 1}, POST, 2, None),
+        ("b", {"x": 1}, PRE, 2, None),
+        ("b", {"x": 2}, POST, 2, None),
+    ]
+
+    result = net_changes(spark.createDataFrame(changes, schema), "id")
+
+    assert rows(result, "id", "_lj_change", "_commit_version") == [("b", "upsert", 2)]
 
 
 def test_the_upserts_of_a_net_change_are_the_rows_that_exist_at_the_pin(spark):

@@ -169,6 +169,51 @@ def test_a_lookup_enrich_runs_for_its_facts_changes_alone(monkeypatch, now, data
         assert decided == BatchPlan("looked_up", 4, expected_mode, last, now)
 
 
+UNCHANGED_PINS = {"products": 7, "merchants": 2}
+UNCHANGED = BatchRecord("v", 4, BatchStatus.UNCHANGED, INC, PINS, UNCHANGED_PINS)
+
+
+@pytest.mark.parametrize(
+    ("now", "data", "expected"),
+    [
+        pytest.param(
+            UNCHANGED_PINS,
+            set(),
+            Skip(
+                "no new versions since batch 4 (no change of content since batch 3): products@7, merchants@2",
+                UNCHANGED_PINS,
+                UNCHANGED_PINS,
+            ),
+            id="nothing_after_it",
+        ),
+        pytest.param(
+            {"products": 8, "merchants": 2},
+            {"products"},
+            BatchPlan("display_products", 5, INC, UNCHANGED_PINS, {"products": 8, "merchants": 2}),
+            id="new_data_is_read_from_its_pins",
+        ),
+    ],
+)
+def test_after_a_batch_that_found_no_change_of_content_the_next_reads_on_from_its_pins(
+    monkeypatch, now, data, expected
+):
+    """Issue 36: a batch whose changes held no change of content committed nothing; the plan
+    reads on from its versions rather than reading the same rewrites again on every run."""
+    batches = ViewBatches(committed(3, PINS), None, 5, unchanged=UNCHANGED)
+
+    decided, _ = decide(monkeypatch, "display_products", batches, now, data)
+
+    assert decided == expected
+
+
+def test_a_full_refresh_does_not_read_on(monkeypatch):
+    batches = ViewBatches(committed(3, PINS), None, 5, unchanged=UNCHANGED)
+
+    decided, _ = decide(monkeypatch, "display_products", batches, UNCHANGED_PINS, set(), full_refresh=True)
+
+    assert decided == BatchPlan("display_products", 5, FULL, PINS, UNCHANGED_PINS)
+
+
 @pytest.mark.parametrize(("after", "upto", "may"), [(5, 5, False), (5, 4, True)])
 def test_a_range_that_is_empty_or_goes_back_is_answered_without_reading_the_log(after, upto, may):
     assert plan.may_hold_changes("/no/such/table", after, upto) is may

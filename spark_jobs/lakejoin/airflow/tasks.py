@@ -172,7 +172,8 @@ def run_batch(spec_file: str, view: str) -> dict:
         spark_session(spec.spark), spec, view, full_refresh=request["full_refresh"], repair=repair
     )
     if summary.outcome is BatchOutcome.SKIPPED:
-        raise AirflowSkipException(f"{view}: no new source versions ({summary.pinned_versions})")
+        reason = summary.reason or f"no new source versions ({summary.pinned_versions})"
+        raise AirflowSkipException(f"{view}: {reason}")
     print(f"{view}: {summary.outcome.value}, batch {summary.batch_id}, metrics {summary.metrics()}")
     for topic, note in summary.notes.items():
         print(f"{view}: {topic}: {note}")

@@ -289,11 +289,13 @@ def _status(console: Console, spec: PipelineSpec) -> int:
             continue
         record = history[-1]
         done = next((r for r in reversed(history) if r.status.value == "committed"), None)
+        # A batch that found no change of content moved the view on as far as its pins.
+        reached = next((r for r in reversed(history) if r.status.value in ("committed", "unchanged")), None)
         lags = []
         for source in view.inputs:
             path = spec.sources[source].path
             current = int(DeltaTable(path).version()) if DeltaTable.is_deltatable(path) else -1
-            lags.append(f"{source} {current - (done.pinned_versions.get(source, -1) if done else -1)}")
+            lags.append(f"{source} {current - (reached.pinned_versions.get(source, -1) if reached else -1)}")
         status = record.status.value + (
             f" ({record.notes['abandoned']})" if "abandoned" in record.notes else ""
         )

@@ -1,18 +1,22 @@
-"""Change Data Feed reads over pinned version ranges, collapsed to the net change per key."""
+"""Change Data Feed reads over pinned version ranges, collapsed to the net change of content per
+key: a write that leaves a row as it was is no change (docs/decisions.md, "A change is a change
+of content")."""
 
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lakejoin.errors import ChangesUnreadableError
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 CHANGE = "_lj_change"
 VERSION = "_commit_version"
 CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
+_SIDE = "_lj_side"  # 1: a row as a commit left it (insert, post-image); 0: as it found it
+_CHANGED = "_lj_changed"
 
 
 class ChangeKind(enum.Enum):
@@ -32,30 +36,83 @@ def read_change_feed(spark: SparkSession, path: str, first: int, last: int) -> D
 
 
 def net_changes(change_feed: DataFrame, key: str) -> DataFrame:
-    """The last change of every key: its row, `_lj_change` (upsert or delete) and the
-    `_commit_version` of that change. A delete carries the deleted row's last values.
+    """The last change of content of every key: its row, `_lj_change` (upsert or delete) and
+    the `_commit_version` of that change. A delete carries the deleted row's last values.
 
-    Pre-images are dropped. Within one commit an insert outranks a delete, because an
-    overwrite writes both for a key that it keeps.
+    A commit changes a key when the key's row after it differs from its row before it (every
+    column compared, nulls equal). So an update whose post-image equals its pre-image (a MERGE
+    or UPDATE that wrote the row back as it was) and a delete and an insert of an equal row in
+    one commit (an overwrite that kept it) are no change; an insert, and a delete not replaced
+    in its commit, always are. A key none of whose commits in the range changed it has no net
+    change. Within one commit an insert outranks a delete, because an overwrite writes both for
+    a key that it keeps.
+
+    A commit is compared with itself only, never with the range's earlier commits: a row
+    deleted and inserted again in two commits changed twice (it was gone in between), so the
+    answer does not depend on where one batch's range ends and the next one's begins.
+
+    One window over the rows by key, in commit order: the shuffle the last-change pick needed
+    anyway (pre-images now go through it too), no job of its own.
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     data_columns = [c for c in change_feed.columns if c not in CDF_COLUMNS]
-    rank = F.when(F.col("_change_type") == "delete", 0).otherwise(1)
-    latest_first = Window.partitionBy(key).orderBy(F.col("_commit_version").desc(), rank.desc())
+    kind = F.col("_change_type")
+    side = F.when(kind.isin("insert", "update_postimage"), 1).otherwise(0)
+    rows = change_feed.select(*data_columns, kind.alias("_change_type"), F.col(VERSION), side.alias(_SIDE))
+    in_order = Window.partitionBy(key).orderBy(F.col(VERSION), F.col(_SIDE))
+
+    def next_to(offset: int, want_side: int) -> Column:
+        """The row `offset` away in commit order is of this commit and on `want_side`."""
+        near = F.lag if offset < 0 else F.lead
+        same = (near(VERSION).over(in_order) == F.col(VERSION)) & (near(_SIDE).over(in_order) == want_side)
+        return F.coalesce(same, F.lit(False))
+
+    before = [F.lag(F.col(c)).over(in_order) for c in data_columns]
+    unchanged = F.lit(True)
+    for c, was in zip(data_columns, before, strict=True):
+        unchanged = unchanged & _comparable(rows, c, was).eqNullSafe(_comparable(rows, c, F.col(c)))
+    changed = (
+        F.when(F.col(_SIDE) == 1, ~(next_to(-1, 0) & unchanged))
+        .when(kind == "delete", ~next_to(1, 1))
+        .otherwise(F.lit(False))  # a pre-image: its post-image is the commit's outcome
+    )
+    latest_first = Window.partitionBy(key).orderBy(F.col(VERSION).desc(), F.col(_SIDE).desc())
     return (
-        change_feed.where(F.col("_change_type") != "update_preimage")
+        rows.withColumn(_CHANGED, changed)
+        .where(F.col(_CHANGED))
         .withColumn("_lj_rank", F.row_number().over(latest_first))
         .where(F.col("_lj_rank") == 1)
         .select(
             *data_columns,
-            F.when(F.col("_change_type") == "delete", F.lit(ChangeKind.DELETE.value))
+            F.when(kind == "delete", F.lit(ChangeKind.DELETE.value))
             .otherwise(F.lit(ChangeKind.UPSERT.value))
             .alias(CHANGE),
             F.col(VERSION),
         )
     )
+
+
+def _comparable(frame: DataFrame, column: str, value: Column) -> Column:
+    """`value` (of `frame`'s `column`) in a form Spark compares for equality: itself, or its JSON
+    text where it holds a map (Spark does not compare maps; two equal maps whose entries are in
+    another order then count as a change, the safe side)."""
+    from pyspark.sql import functions as F
+
+    return F.to_json(value) if _holds_map(frame.schema[column].dataType) else value
+
+
+def _holds_map(data_type: Any) -> bool:
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if isinstance(data_type, MapType):
+        return True
+    if isinstance(data_type, ArrayType):
+        return _holds_map(data_type.elementType)
+    if isinstance(data_type, StructType):
+        return any(_holds_map(f.dataType) for f in data_type.fields)
+    return False
 
 
 def upserts(net: DataFrame) -> DataFrame:

@@ -11,6 +11,9 @@ from typing import Any
 class BatchStatus(enum.Enum):
     COMMITTED = "committed"  # its output commit landed: the batch happened
     ABANDONED = "abandoned"  # it stopped before its output commit (failed checks, a key conflict)
+    # It read its changes and found no change of content (rows written back as they were): no
+    # output commit; the next batch reads on from its pins (engine/plan.read_from).
+    UNCHANGED = "unchanged"
 
 
 class BatchMode(enum.Enum):

@@ -179,6 +179,12 @@ def run_view(
                 spark, s, plan, where=where
             )
         ctx.changed.update(summary.changed_keys)
+        unchanged = nothing_changed(plan, summary.changed_keys)
+        if unchanged is not None:  # rows written back as they were: nothing new, no output commit
+            summary.reason = unchanged
+            clock.enter(None)
+            _log_unchanged(log, plan, summary)
+            return summary
 
     # 3-4. affected keys and recompute (the view kind's own rule)
     clock.enter(Phase.AFFECTED)
@@ -245,6 +251,34 @@ def run_view(
     if summary.report is not None:
         quality.finish_report(spec, view, summary.report, summary.metrics())
     return summary
+
+
+def nothing_changed(plan: BatchPlan, changed_keys: dict[str, int]) -> str | None:
+    """Why an incremental batch whose changes were read has nothing to do, or None when it has:
+    no key of any change source changed content in its range (every new commit wrote rows back
+    as they were, or wrote none), so its output and state would stay as they are. It ends there,
+    as a view with nothing new does: no output commit, so readers of the output see no new
+    version. A batch being finished is not one (its first output commit landed)."""
+    if plan.mode is not BatchMode.INCREMENTAL or plan.finishing or any(changed_keys.values()):
+        return None
+    read = ", ".join(
+        f"{name} {plan.start_versions.get(name, -1) + 1}..{plan.pinned_versions[name]}"
+        for name in changed_keys
+        if plan.start_versions.get(name, -1) < plan.pinned_versions[name]
+    )
+    return f"nothing new: no change of content in {read or 'the new versions'} (rows written as they were)"
+
+
+def _log_unchanged(log: BatchLog, plan: BatchPlan, summary: BatchSummary) -> None:
+    """Log a batch that found no change of content, so the next one reads on from its pins
+    (plan.read_on). Only a saving: without the row the next batch reads the versions again."""
+    summary.notes["unchanged"] = summary.reason or ""
+    try:
+        log.append(_record(plan, summary, BatchStatus.UNCHANGED))
+    except Exception:
+        logger.warning(
+            "lakejoin: could not log unchanged batch %s of %s", plan.batch_id, plan.view, exc_info=True
+        )
 
 
 def _record(plan: BatchPlan, summary: BatchSummary, status: BatchStatus) -> BatchRecord:

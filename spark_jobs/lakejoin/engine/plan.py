@@ -87,11 +87,14 @@ class Skip:
 @dataclass(frozen=True)
 class ViewBatches:
     """A view's batches as its output's log tells them: the last committed one, a batch whose
-    first of two output commits landed (`half_written`), and the id the next batch takes."""
+    first of two output commits landed (`half_written`), and the id the next batch takes; and,
+    from the batch log, the last batch after the committed one that found no change of content
+    (`unchanged`, see `read_on`), from whose pins the next incremental batch reads on."""
 
     committed: BatchRecord | None
     half_written: BatchMarker | None
     next_id: int
+    unchanged: BatchRecord | None = None
 
 
 def _where(view: View, source: Source) -> str:
@@ -134,7 +137,30 @@ def view_batches(spec: PipelineSpec, view: View, log: BatchLog, *, need_pins: bo
         if committed is None:
             before = find_commit(view.path, lambda m: m.part == FINAL)
             committed = _record(view.name, *before) if before else None
-    return ViewBatches(committed, half, max(ids, default=0) + 1)
+    unchanged = read_on(history, committed) if half is None else None
+    return ViewBatches(committed, half, max(ids, default=0) + 1, unchanged)
+
+
+def read_on(history: list[BatchRecord], committed: BatchRecord | None) -> BatchRecord | None:
+    """The last of the batches after `committed` that read their changes and found none of
+    content (`BatchStatus.UNCHANGED`: rows written back as they were, engine/batch.py), each
+    starting where the one before it ended: the next batch reads its changes from its pins, not
+    again from `committed`'s. None when there is no such batch.
+
+    The batch log is an index, not the truth, and this is all it saves: without the row (lost,
+    or the output restored to another batch, whose pins the row does not start from), the next
+    batch reads those versions again and finds nothing in them again."""
+    if committed is None:
+        return None
+    pins, last = committed.pinned_versions, None
+    for record in history:
+        if (
+            record.status is BatchStatus.UNCHANGED
+            and record.batch_id > committed.batch_id
+            and record.start_versions == pins
+        ):
+            pins, last = record.pinned_versions, record
+    return last
 
 
 def _catch_up(spec: PipelineSpec, view: View, batch_id: int, *, need_pins: bool) -> BatchRecord | None:
@@ -238,6 +264,10 @@ def plan_batch(
         return _planned(
             spec, view, kind, batches, BatchMode.FULL_REFRESH, start, pinned, recorded, asked=asked
         )
+    since = f"batch {committed.batch_id}"
+    if batches.unchanged is not None:  # the versions up to its pins hold no change of content
+        start = dict(batches.unchanged.pinned_versions)
+        since = f"batch {batches.unchanged.batch_id} (no change of content since batch {committed.batch_id})"
     pinned.update({pin: start.get(pin, -1) for pin in kind.state_tables("")})
     moved = [s for s in kind.change_sources if start.get(s.name, -1) != pinned[s.name]]
     nothing_new = not any(
@@ -247,13 +277,10 @@ def plan_batch(
     edited = recorded is not None and differences(recorded, view_definition(spec, view, {}), columns=False)
     if nothing_new and not edited:
         read = ", ".join(f"{s.name}@{pinned[s.name]}" for s in kind.change_sources)
-        reason = f"no new versions since batch {committed.batch_id}: {read}"
+        reason = f"no new versions since {since}: {read}"
         if moved:
             shown = ", ".join(f"{s.name} {start[s.name]}->{pinned[s.name]}" for s in moved)
-            reason = (
-                f"nothing new since batch {committed.batch_id}: only maintenance commits "
-                f"(VACUUM, OPTIMIZE) in {shown}"
-            )
+            reason = f"nothing new since {since}: only maintenance commits (VACUUM, OPTIMIZE) in {shown}"
         return Skip(reason, start, pinned)
     return _planned(spec, view, kind, batches, BatchMode.INCREMENTAL, start, pinned, recorded, asked=False)
 

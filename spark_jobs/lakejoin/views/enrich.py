@@ -9,8 +9,10 @@ with a shuffle instead.
 
 Two modes (DESIGN §1):
 - `lookup` (KIP-99): a fact is enriched with the dimensions as they stand when the batch that
-  processes it runs. Dimension changes do not rewrite it; only a change of the fact itself
-  (or a full refresh) re-enriches it. A batch reads the fact's changes alone.
+  processes it runs. Dimension changes do not rewrite it; only a change of the fact's own
+  content (or a full refresh) re-enriches it: a fact written back as it was keeps its
+  enrichment, since such a write is no change (delta/change_feed.net_changes). A batch reads
+  the fact's changes alone.
 - `propagate` (KIP-314): a dimension change rewrites every fact that references that key now.
   The pinned fact table is its own routing index: the facts whose fk column holds a changed
   dimension key at the pin are those, read by the key and fk columns alone, so the output

@@ -4,7 +4,8 @@
 `merchants_by_name(display_name, merchant_id, country)`.
 
 The view's state is an index of the master: one row per master key with its derived key, the
-commit version of its last change, and the chosen columns. It is a Delta table clustered by the
+commit version of its last change of content (a write that left the row as it was is none), and
+the chosen columns. It is a Delta table clustered by the
 derived key, maintained from the master's Change Data Feed alone: a batch never rescans the
 master. The old derived key of a changed master comes from the index; the new one from the
 change. The derived keys a batch affects are the old and new ones of every changed master, and
@@ -15,8 +16,9 @@ each is recomputed from the masters that claim it in the index.
 - A null derived key is dropped and counted (`null_keys_dropped`).
 - `unique: true` (the default): two masters claiming one derived key is a conflict.
   `on_conflict: fail` stops the batch before it writes anything and lists the keys;
-  `on_conflict: latest` keeps the master whose last change has the highest commit version (on a
-  tie, within one commit, the greatest master key) and counts the conflict (`conflicts`).
+  `on_conflict: latest` keeps the master whose last change of content has the highest commit
+  version (on a tie, within one commit, the greatest master key) and counts the conflict
+  (`conflicts`): a master written back unchanged does not renew its claim.
 - `unique: false`: one derived row per (derived key, master key).
 """
 
@@ -39,7 +41,7 @@ from lakejoin.views.context import STATE, BatchContext
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-SINCE = "_lj_version"  # the commit version of a master row's last change
+SINCE = "_lj_version"  # the commit version of a master row's last change of content
 MASTER_RESOLVED = "_lj_master_resolved"
 
 
@@ -214,11 +216,13 @@ class RekeyView(ViewKindLogic):
         return lookups.as_spark(ctx.spark, rows, index.schema)
 
     def _full_index(self, ctx: BatchContext) -> DataFrame:
-        """Every master row with the commit version of its last change.
+        """Every master row with the commit version of its last change of content.
 
         Only `on_conflict: latest` needs the versions; they come from the master's whole
-        change feed. Where that cannot be read, the pinned version stands in for every row
-        (ties then go to the greatest master key), and the batch says so in its notes.
+        change feed, collapsed as a batch's changes are (`net_changes`: a commit that wrote the
+        row back as it was is no change). Where that cannot be read, the pinned version stands in
+        for every row (ties then go to the greatest master key), and the batch says so in its
+        notes.
         """
         from pyspark.sql import functions as F
 
