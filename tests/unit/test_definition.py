@@ -251,3 +251,48 @@ def test_a_rekey_made_unique_changes_its_output_key():
 
     assert old["output_key"] == ["display_name", "merchant_id"] and new["output_key"] == ["display_name"]
     assert "output_key: [display_name, merchant_id] -> [display_name]" in differences(old, new)
+
+
+def test_a_misspelt_view_setting_is_named_with_the_settings_a_view_takes():
+    from lakejoin.errors import SpecError
+
+    with pytest.raises(SpecError) as raised:
+        parse_spec(
+            BASE.replace("    fk_join: {left", "    on_definiton_change: fail\n    fk_join: {left"),
+            "/l/s.yaml",
+        )
+
+    text = str(raised.value)
+    assert "unknown setting 'on_definiton_change'" in text and "on_definition_change, path" in text
+
+
+def test_an_unknown_on_definition_change_is_refused_with_its_choices():
+    from lakejoin.errors import SpecError
+
+    with pytest.raises(SpecError) as raised:
+        parse_spec(
+            BASE.replace("    fk_join: {left", "    on_definition_change: rebuild\n    fk_join: {left"),
+            "/l/s.yaml",
+        )
+
+    assert "unknown on_definition_change 'rebuild'" in str(raised.value) and "'fail'" in str(raised.value)
+
+
+def test_a_fingerprint_compares_the_specs_part_alone_or_the_whole():
+    from lakejoin.spec.definition import same
+
+    old = definition(BASE, "person_addresses")
+    wider = definition(BASE, "person_addresses", with_column("addresses", "zip"))
+    edited_ = definition(BASE.replace("duplicates: drop", "duplicates: keep"), "person_addresses")
+
+    kept = fingerprint(old)
+    assert same(kept, old) and same(kept, wider, columns=False) and not same(kept, wider)
+    assert not same(kept, edited_, columns=False)
+
+
+def test_columns_in_another_order_are_a_change():
+    reordered = {**SCHEMAS, "addresses": {"city": "string", "address_id": "string", "street": "string"}}
+
+    assert differences(
+        definition(BASE, "person_addresses"), definition(BASE, "person_addresses", reordered)
+    ) == ["the columns of addresses are in another order: city, address_id, street"]

@@ -299,7 +299,7 @@ def _status(console: Console, spec: PipelineSpec) -> int:
         status = record.status.value + (
             f" ({record.notes['abandoned']})" if "abandoned" in record.notes else ""
         )
-        if "definition" in record.notes:  # why the batch refreshed in full: the spec changed
+        if "definition" in record.notes and record.status.value == "committed":  # why it ran in full
             said.append(f"{name}: batch {record.batch_id} ran in full, {record.notes['definition']}")
         table.add_row(
             name,

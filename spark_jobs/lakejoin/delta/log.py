@@ -48,7 +48,7 @@ def _schema() -> pa.Schema:
             ("recorded_at", pa.timestamp("us", tz="UTC")),
             ("metrics", versions),
             ("notes", pa.string()),
-            ("definition", pa.string()),  # JSON; added in session 37 (older rows: null)
+            ("definition", pa.string()),  # its fingerprint; added in session 37 (older rows: null)
         ]
     )
 
@@ -123,7 +123,7 @@ class BatchLog:
                 "recorded_at": r.recorded_at or now,
                 "metrics": list(r.metrics.items()),
                 "notes": json.dumps(r.notes, sort_keys=True),
-                "definition": json.dumps(r.definition, sort_keys=True) if r.definition else None,
+                "definition": r.definition,
             }
             for r in records
         ]
@@ -165,5 +165,5 @@ def _record(row: dict[str, Any]) -> BatchRecord:
         metrics=maps["metrics"],
         notes=json.loads(row["notes"] or "{}"),
         output_version=int(row["output_version"]),
-        definition=json.loads(row["definition"]) if row.get("definition") else None,
+        definition=row.get("definition"),
     )

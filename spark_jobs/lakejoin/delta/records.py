@@ -5,7 +5,6 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 
 class BatchStatus(enum.Enum):
@@ -26,8 +25,8 @@ class BatchMode(enum.Enum):
 class BatchRecord:
     """One batch of one view: the input versions it read (`start_versions`, exclusive) up to the
     versions it pinned, and, once it ran, its counts, notes and the output version it committed
-    (`output_version`, -1 when it committed nothing), and the view's definition it ran under
-    (spec/definition.py; None for batches written before lakejoin recorded it)."""
+    (`output_version`, -1 when it committed nothing), and the fingerprint of the view's
+    definition it ran under (None for batches written before lakejoin recorded it)."""
 
     view: str
     batch_id: int
@@ -39,7 +38,9 @@ class BatchRecord:
     metrics: dict[str, int] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
     output_version: int = -1
-    definition: dict[str, Any] | None = None  # the view's definition the batch ran under
+    # The fingerprint of the view's definition the batch ran under (spec/definition.fingerprint;
+    # the batch commit keeps the definition whole).
+    definition: str | None = None
 
 
 def last_of(records: list[BatchRecord], status: BatchStatus | None = None) -> BatchRecord | None:

@@ -26,6 +26,7 @@ from lakejoin.engine.plan import BatchPlan, Skip, input_columns, latest_pin, pla
 from lakejoin.engine.write import state_path, write_output, write_state
 from lakejoin.errors import KeyConflictError, QualityCheckError, RepairError
 from lakejoin.quality import checks as quality
+from lakejoin.spec.definition import fingerprint
 from lakejoin.spec.model import PipelineSpec, View
 from lakejoin.views.base import ViewKindLogic
 from lakejoin.views.context import BatchContext
@@ -292,7 +293,7 @@ def _record(plan: BatchPlan, summary: BatchSummary, status: BatchStatus) -> Batc
         metrics=summary.metrics(),
         notes=dict(summary.notes),
         output_version=summary.output_version if summary.output_version is not None else -1,
-        definition=plan.definition,
+        definition=fingerprint(plan.definition) if plan.definition is not None else None,
     )
 
 

@@ -35,7 +35,14 @@ from lakejoin.errors import (
     RepairError,
     SourceError,
 )
-from lakejoin.spec.definition import Definition, comparable, differences, view_definition
+from lakejoin.spec.definition import (
+    Definition,
+    comparable,
+    differences,
+    fingerprint,
+    same,
+    view_definition,
+)
 from lakejoin.spec.model import OnDefinitionChange, PipelineSpec, Source, View
 
 if TYPE_CHECKING:
@@ -190,7 +197,7 @@ def _record(view: str, version: int, marker: BatchMarker, commit: dict[str, Any]
         metrics={k: metrics[k] for k in ("numOutputRows", "numTargetRowsUpdated") if k in metrics},
         notes={"log": "rebuilt from the output's commit"},
         output_version=version,
-        definition=marker.definition,
+        definition=fingerprint(marker.definition) if marker.definition is not None else None,
     )
 
 
@@ -246,6 +253,7 @@ def plan_batch(
     half = batches.half_written
     committed = batches.committed
     asked = full_refresh
+    half_note = ""
     if half is not None and not full_refresh:
         # Its first output commit landed: finish it on exactly the versions it recorded, unless
         # the definition it ran under is no longer the spec's (then refresh under the new one).
@@ -257,13 +265,23 @@ def plan_batch(
                 finishing=True, definition=definition, schemas=schemas,
             )  # fmt: skip
         full_refresh = True
+        half_note = (
+            f"batch {half.batch_id} was half written under another definition "
+            f"({'; '.join(differences(half.definition or {}, definition))}): refreshed, not finished"
+        )
     pinned = {s.name: latest_pin(spec, view, s, log) for s in kind.sources}
     start = dict(committed.pinned_versions) if committed else {}
-    recorded = committed.definition if committed is not None and comparable(committed.definition) else None
+    # The newest batch's fingerprint: a batch that found no change of content ran under the
+    # definition of its day too, and is newer than the committed one.
+    last = batches.unchanged or committed
+    recorded = last.definition if last is not None and comparable(last.definition) else None
     if full_refresh or committed is None:
-        return _planned(
+        planned = _planned(
             spec, view, kind, batches, BatchMode.FULL_REFRESH, start, pinned, recorded, asked=asked
         )
+        if half_note:
+            planned.notes.setdefault("definition", half_note)
+        return planned
     since = f"batch {committed.batch_id}"
     if batches.unchanged is not None:  # the versions up to its pins hold no change of content
         start = dict(batches.unchanged.pinned_versions)
@@ -274,7 +292,7 @@ def plan_batch(
         s.name not in start or may_hold_changes(s.path, start[s.name], pinned[s.name]) for s in moved
     )
     # With nothing new no input's schema moved either: only the spec's part can have changed.
-    edited = recorded is not None and differences(recorded, view_definition(spec, view, {}), columns=False)
+    edited = recorded is not None and not same(recorded, view_definition(spec, view, {}), columns=False)
     if nothing_new and not edited:
         read = ", ".join(f"{s.name}@{pinned[s.name]}" for s in kind.change_sources)
         reason = f"no new versions since {since}: {read}"
@@ -285,6 +303,22 @@ def plan_batch(
     return _planned(spec, view, kind, batches, BatchMode.INCREMENTAL, start, pinned, recorded, asked=False)
 
 
+def named_changes(
+    view: View, committed: BatchRecord, definition: Definition
+) -> tuple[Definition | None, list[str]]:
+    """The definition `committed` ran under (whole, from its batch commit in the output's log)
+    and what changed from it to `definition`, one phrase a change; when that commit's
+    definition is not there (log cleanup, or batches recorded only by their fingerprint),
+    None and one phrase that says so."""
+    found = find_commit(view.path, lambda m: m.part == FINAL and m.batch_id == committed.batch_id)
+    before = found[1].definition if found is not None else None
+    if before is not None and comparable(before):
+        return before, differences(before, definition) or ["the columns its inputs give"]
+    return None, [
+        f"its definition (recorded only by fingerprint, {committed.definition}) differs from the spec's"
+    ]
+
+
 def _planned(
     spec: PipelineSpec,
     view: View,
@@ -293,7 +327,7 @@ def _planned(
     mode: BatchMode,
     start: dict[str, int],
     pinned: dict[str, int],
-    recorded: Definition | None,
+    recorded: str | None,
     *,
     asked: bool,
 ) -> BatchPlan:
@@ -302,7 +336,11 @@ def _planned(
     changes named (`on_definition_change`). `asked`: the caller already chose a full refresh."""
     schemas = input_columns(spec, view, kind, pinned)
     definition = view_definition(spec, view, schemas)
-    changed = differences(recorded, definition) if recorded is not None else []
+    before: Definition | None = None
+    changed: list[str] = []
+    if recorded is not None and not same(recorded, definition):
+        assert batches.committed is not None
+        before, changed = named_changes(view, batches.committed, definition)
     notes = {}
     if changed:
         assert batches.committed is not None
@@ -319,10 +357,11 @@ def _planned(
             )
         mode = BatchMode.FULL_REFRESH
     rewrite = None
-    if recorded is not None and recorded.get("output_key") != definition["output_key"]:
-        # A MERGE on the new key would match several old rows per key: replace the rows instead.
-        old, new = ", ".join(recorded.get("output_key") or ()), ", ".join(definition["output_key"])
-        rewrite = f"the output's key changed ({old} -> {new})"
+    if changed and (before is None or before.get("output_key") != definition["output_key"]):
+        # A MERGE on the new key would match several old rows per key: replace the rows instead
+        # (and when the old key is not known, replace them to be safe).
+        old = ", ".join(before.get("output_key") or ()) if before is not None else "not recorded"
+        rewrite = f"the output's key changed ({old} -> {', '.join(definition['output_key'])})"
     return BatchPlan(
         view.name,
         batches.next_id,
@@ -363,14 +402,15 @@ def plan_repair(
     pinned = dict(committed.pinned_versions)
     schemas = input_columns(spec, view, kind, pinned)
     definition = view_definition(spec, view, schemas)
-    changed = differences(committed.definition or {}, definition) if comparable(committed.definition) else []
-    if changed:
+    recorded = committed.definition
+    if recorded is not None and comparable(recorded) and not same(recorded, definition):
+        changed = named_changes(view, committed, definition)[1]
         raise RepairError(
             f"the view's definition changed since batch {committed.batch_id} ({'; '.join(changed)}): "
             "a repair re-derives keys under today's definition into an output of the old one",
-            where=where,
-            fix=f"run the view once (it refreshes in full under the new definition): lakejoin run "
-            f"{spec.file} --view {view.name}, then repair if you still need to",
+            where=f"{spec.file}:{view.line} (at 'views.{view.name}')" if view.line else where,
+            fix=f"rebuild the view under the new definition first: lakejoin run {spec.file} --view "
+            f"{view.name} --full-refresh, then repair if you still need to",
         )
     ranges = {s.name: repair.versions(spark, s, pinned[s.name]) for s in kind.change_sources}
     shown = ", ".join(f"{name} {a}..{b}" if a <= b else f"{name} none" for name, (a, b) in ranges.items())

@@ -66,16 +66,17 @@ def listed_columns(view: View) -> dict[str, tuple[str, ...] | None]:
 
 def taken_columns(
     spec: PipelineSpec, view: View, schemas: Mapping[str, Mapping[str, str]]
-) -> dict[str, dict[str, str]]:
-    """The columns (name -> type) the view takes from each input whose schema is known: all of
-    them where the spec lists none, else the listed ones and the input's key."""
-    taken: dict[str, dict[str, str]] = {}
+) -> dict[str, list[list[str]]]:
+    """The columns, as [name, type] pairs in the table's order (an output's columns follow it),
+    the view takes from each input whose schema is known: all of them where the spec lists
+    none, else the listed ones and the input's key."""
+    taken: dict[str, list[list[str]]] = {}
     for name, listed in listed_columns(view).items():
         if name not in schemas:
             continue
         columns = schemas[name]
         wanted = None if listed is None else {spec.sources[name].key, *listed}
-        taken[name] = {c: t for c, t in columns.items() if wanted is None or c in wanted}
+        taken[name] = [[c, t] for c, t in columns.items() if wanted is None or c in wanted]
     return taken
 
 
@@ -115,16 +116,36 @@ def view_definition(spec: PipelineSpec, view: View, schemas: Mapping[str, Mappin
     }
 
 
+def _digest(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _spec_part(definition: Definition) -> Definition:
+    return {k: v for k, v in definition.items() if k != "columns"}
+
+
 def fingerprint(definition: Definition) -> str:
-    """A short digest of a definition, for people (the batch log, the report)."""
-    text = json.dumps(definition, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+    """What the batch log keeps of a definition (the batch commit keeps it whole):
+    `<format>:<digest of the spec's part>.<digest of the whole>`, so the plan can compare the
+    spec's part alone, before it reads any schema."""
+    return f"{definition.get('format')}:{_digest(_spec_part(definition))}.{_digest(definition)}"
 
 
-def comparable(recorded: Definition | None) -> bool:
-    """Can a recorded definition be compared with today's? (None: written before lakejoin
-    recorded definitions; another format: written by another lakejoin.)"""
+def comparable(recorded: Definition | str | None) -> bool:
+    """Can a recorded definition (whole, or its fingerprint) be compared with today's? (None:
+    written before lakejoin recorded definitions; another format: by another lakejoin.)"""
+    if isinstance(recorded, str):
+        return recorded.startswith(f"{FORMAT}:")
     return isinstance(recorded, dict) and recorded.get("format") == FORMAT
+
+
+def same(recorded: str, definition: Definition, *, columns: bool = True) -> bool:
+    """Does a comparable fingerprint match `definition` (its spec's part alone, without `columns`)?"""
+    spec_digest, whole_digest = recorded.split(":", 1)[1].split(".", 1)
+    if columns:
+        return whole_digest == _digest(definition)
+    return spec_digest == _digest(_spec_part(definition))
 
 
 def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -137,34 +158,33 @@ def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
         out = {}
         for i, v in enumerate(value):
             out.update(_flat(v, f"{prefix}[{i}]"))
-        if not value:
-            out[prefix] = []
         return out
     return {prefix: value}
 
 
 def _shown(name: str, value: Any) -> str:
-    if value is None:
-        return "all" if name.endswith("columns") else "none"  # a columns list left out takes all
+    if value is None:  # a columns list left out takes all of the table's (a right or dimension: but its key)
+        return "all" if name.endswith("columns") else "none"
     if isinstance(value, list):
         return "[" + ", ".join(str(v) for v in value) + "]"
     return str(value)
 
 
-def _column_differences(
-    old: Mapping[str, Mapping[str, str]], new: Mapping[str, Mapping[str, str]]
-) -> list[str]:
+def _column_differences(old: Mapping[str, list], new: Mapping[str, list]) -> list[str]:
     said: list[str] = []
     for table in sorted(set(old) | set(new)):
         if table not in old or table not in new:
             continue  # a new or dropped input: its settings say so
-        before, after = old[table], new[table]
+        before: dict[str, str] = {name: kind for name, kind in old[table]}
+        after: dict[str, str] = {name: kind for name, kind in new[table]}
         for column in after:
             if column not in before:
                 said.append(f"{table} gained column '{column}' ({after[column]})")
             elif before[column] != after[column]:
                 said.append(f"{table}.{column} {before[column]} -> {after[column]}")
         said += [f"{table} lost column '{c}'" for c in before if c not in after]
+        if before == after and list(before) != list(after):
+            said.append(f"the columns of {table} are in another order: {', '.join(after)}")
     return said
 
 

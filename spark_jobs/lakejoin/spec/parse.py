@@ -102,6 +102,13 @@ def _views(
         body = reader.mapping(body, key)
         kinds = [k for k in body if k not in VIEW_SETTINGS]
         supported = ", ".join(k.value for k in ViewKind)
+        unknown = [k for k in kinds if k not in {v.value for v in ViewKind}]
+        if len(kinds) > 1 and unknown:
+            raise reader.fail(
+                f"{key}.{unknown[0]}",
+                f"unknown setting '{unknown[0]}' of a view",
+                f"a view holds one kind ({supported}) and may set: {', '.join(sorted(VIEW_SETTINGS))}",
+            )
         if len(kinds) != 1:
             raise reader.fail(
                 key, f"a view declares exactly one kind, found {len(kinds)}", f"use one of: {supported}"
