@@ -364,3 +364,58 @@ def test_a_column_gained_by_an_input_whose_columns_are_listed_stays_incremental(
     assert summary.mode is not None and summary.mode.value == "incremental"
     assert "definition" not in summary.notes
     assert output_rows(lake, spec, "person_addresses") == list_join_oracle(lake, spec, "person_addresses")
+
+
+# --- on_definition_change: fail, for the other kinds ---------------------------------------------
+
+FAILS = {
+    # kind: (tables, the spec before, the edit, the change as named)
+    "list_join": (
+        lambda lake: (
+            lake.create("addresses", ADDRESSES, [("a1", "Main St", "Oslo")]),
+            lake.create("persons", PERSONS, [("u1", "Ann", ["a1", "a1"])]),
+        ),
+        {"persons": "person_id", "addresses": "address_id"},
+        "list_join: {left: persons, list: address_ids, right: addresses, into: addresses, duplicates: keep}",
+        ("duplicates: keep", "duplicates: drop"),
+        "duplicates: keep -> drop",
+    ),
+    "rekey": (
+        lambda lake: lake.create("merchants", MASTERS, [("m1", "Acme", "NO", "a.png")]),
+        {"merchants": "merchant_id"},
+        "rekey: {source: merchants, key: display_name, columns: [country], on_conflict: fail}",
+        ("on_conflict: fail", "on_conflict: latest"),
+        "on_conflict: fail -> latest",
+    ),
+    "enrich": (
+        lambda lake: (
+            lake.create("products", ITEMS, [("p1", "pen", 1.0)]),
+            lake.create("purchases", PURCHASES, [("o1", "c1", "p1", 2)]),
+        ),
+        {"purchases": "purchase_id", "products": "product_id"},
+        "enrich: {fact: purchases, mode: propagate, dimensions: [{table: products, fk: product_id}]}",
+        ("mode: propagate", "mode: lookup"),
+        "mode: propagate -> lookup",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", list(FAILS))
+def test_with_fail_an_edit_of_each_kind_stops_with_the_change_named_and_no_commit(lake, kind):
+    create, sources, body, (old, new), named = FAILS[kind]
+    create(lake)
+    spec = write_spec(lake, sources, f"  v:\n    on_definition_change: fail\n    {body}\n")
+    lake.run(spec, "v", checks=False)
+    before, logged = output_version(spec, "v"), len(batch_log(spec).history("v"))
+
+    edited = write_spec(
+        lake, sources, f"  v:\n    on_definition_change: fail\n    {body.replace(old, new)}\n"
+    )
+    with pytest.raises(DefinitionChangedError) as raised:
+        lake.run(edited, "v", checks=False)
+
+    assert f"changed since batch 1: {named}" in str(raised.value)
+    assert f"lake.yaml:{edited.views['v'].line}" in str(raised.value) and "--full-refresh" in str(
+        raised.value
+    )
+    assert output_version(edited, "v") == before and len(batch_log(edited).history("v")) == logged
