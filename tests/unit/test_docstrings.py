@@ -23,6 +23,7 @@ RUNNABLE = [
     "lakejoin.airflow.submit_operator",
     "lakejoin.engine.pipeline",
     "lakejoin.delta.sql_text",
+    "lakejoin.sink.key_upsert_rules",
 ]
 
 

@@ -1,0 +1,360 @@
+"""lakejoin's own upsert (issue 37): one Delta commit that marks the changed keys' old rows
+deleted with deletion vectors, adds their new rows, and writes the change rows lakejoin itself
+computed as the commit's change data files. Its only read of the table is the key column (with
+each row's file and index) of the files whose statistics may hold an updated or deleted key: a
+MERGE reads every column of those files to write the pre-images, which lakejoin already knows.
+
+It drives Delta 4.4.0's transaction API through py4j (docs/design/delta_txn_recipe.md), an
+internal API with no compatibility promise, so key_upsert_jvm.py checks at first use that this
+JVM's classes have the members it calls:
+- DeltaLog; OptimisticTransaction (txnVersion, updateSetTransaction, trackReadPredicates,
+  filterFiles, writeFiles, registerSQLMetrics, commit); actions.Metadata, actions.Protocol;
+- files.TahoeBatchFileIndex;
+- commands.DMLWithDeletionVectorsHelper, commands.DeletionVectorBitmapGenerator;
+- stats.StatsCollectionUtils;
+- DeltaOperations.Merge, DeltaOperations.MergePredicate; DeltaConcurrentModificationException;
+- Spark's ConstantFolding, Literal, SQLMetric and PythonUtils.
+A Delta of other classes, or a table with a feature it does not handle (row tracking, column
+mapping, partitions, no deletion vectors: key_upsert_rules.py), makes `upsert` return None: the
+caller writes the batch with the public MERGE and says why, once, in its notes.
+
+>>> counts = upsert(spark, path, changes, ["order_id"], columns, commit)   # doctest: +SKIP
+>>> counts                                                                 # doctest: +SKIP
+MergeCounts(inserted=15, updated=70, deleted=15, applied=True, version=42, keys=0)
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from lakejoin.delta.key_ranges import ROWS_PER_FILE
+from lakejoin.delta.markers import OutputCommit, current_txn, stamped
+from lakejoin.errors import BatchStateError
+from lakejoin.sink.key_upsert_jvm import ConcurrentCommitError, Target, conflict, open_target
+from lakejoin.sink.key_upsert_rules import (
+    CHANGE_TYPE,
+    DV_METRICS,
+    ChangeCounts,
+    ChangeType,
+    WrittenFiles,
+    balanced,
+    commit_metrics,
+    key_ranges,
+)
+from lakejoin.sink.merge_terms import MergeCounts
+from lakejoin.sink.output_counts import final_counts
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+__all__ = ["ConcurrentCommitError", "upsert"]
+
+log = logging.getLogger(__name__)
+
+# Ranges of old keys Delta's file pruning gets: an OR of this many is cheap to evaluate against
+# every file's statistics; more of them prune no more when each file covers a range of keys.
+# A guess: measure filterFiles with 150,000 keys (recipe §9.7).
+MAX_RANGES = 128
+FILE, ROW, INSERTED = "_lj_file", "_lj_row", "_lj_inserted"
+OLD_KINDS = (ChangeType.UPDATE_PREIMAGE.value, ChangeType.DELETE.value)
+NEW_KINDS = (ChangeType.INSERT.value, ChangeType.UPDATE_POSTIMAGE.value)
+
+
+def upsert(
+    spark: SparkSession,
+    path: str,
+    changes: DataFrame,
+    key: Sequence[str],
+    columns: Sequence[str],
+    commit: OutputCommit | None,
+    *,
+    note: Callable[[str], None] | None = None,
+) -> MergeCounts | None:
+    """Apply `changes` to the table at `path` in one commit. `changes` holds `columns` and
+    `_change_type` for each key whose row changed: an insert, an update's pre- and post-image,
+    or a delete; the pre-images and deletes hold the table's current rows of their keys. With
+    `commit` the commit is the batch commit (delta/markers.py), else it carries the txn of the
+    `idempotent` block the session is in.
+
+    None, after `note(why)`: Delta or the table is not one this write handles; nothing was
+    written, and the caller writes the batch with the public MERGE. Raises ConcurrentCommitError
+    when another commit won, BatchStateError when the table's rows are not the ones `changes`
+    says they are (nothing committed either way)."""
+    target, why = open_target(spark, path, list(key), list(columns))
+    if target is None:
+        _decline(path, str(why), note)
+        return None
+    stamp = (commit.app, commit.final.txn_version) if commit is not None else current_txn(spark)
+    if stamp is not None and target.txn.txnVersion(stamp[0]) >= stamp[1]:
+        # Delta would apply the commit a second time: another run committed this batch first.
+        return final_counts(path, commit, MergeCounts()) if commit else MergeCounts(applied=False)
+    began = time.monotonic()
+    frame, counts, old_keys = _materialised(target, changes)
+    fault = counts.fault()
+    if fault is not None:
+        raise _mismatch(path, fault)
+    if counts.change_rows == 0 and commit is None:
+        return MergeCounts(applied=False)  # a batch commit lands even empty; a state write need not
+    return _apply(target, frame, counts, old_keys, stamp, commit, began)
+
+
+_NOTED: set[tuple[str, str]] = set()
+
+
+def _decline(path: str, why: str, note: Callable[[str], None] | None) -> None:
+    """Tell the caller why the public MERGE writes this batch; the log hears it once a process."""
+    text = f"the one-commit upsert does not write {path}: {why}; the public MERGE writes it"
+    if (path, why) not in _NOTED:
+        _NOTED.add((path, why))
+        log.info(text)
+    if note is not None:
+        note(text)
+
+
+def _materialised(target: Target, changes: DataFrame) -> tuple[DataFrame, ChangeCounts, list[Any] | None]:
+    """The change rows materialised once and counted by kind in that job, and the distinct
+    values of the key's first column among the old rows (None: a type whose values may not
+    come back from Python as the same literal, so nothing to prune files by)."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DateType, DecimalType, IntegralType, StringType
+
+    kind = F.col(CHANGE_TYPE)
+    observed = Observation()
+    by_kind = [F.sum((kind == t.value).cast("long")).alias(t.name) for t in ChangeType]
+    frame = (
+        changes.select(*[_column(c) for c in target.columns], kind)
+        .observe(observed, F.count(F.lit(1)).alias("rows"), *by_kind)
+        .localCheckpoint()
+    )
+    got = observed.get
+    known = {t: int(got[t.name] or 0) for t in ChangeType}
+    counts = ChangeCounts(
+        inserts=known[ChangeType.INSERT],
+        preimages=known[ChangeType.UPDATE_PREIMAGE],
+        postimages=known[ChangeType.UPDATE_POSTIMAGE],
+        deletes=known[ChangeType.DELETE],
+        unknown=int(got["rows"]) - sum(known.values()),
+    )
+    exact = (IntegralType, StringType, DateType, DecimalType)
+    if not counts.old_rows or not isinstance(target.field(target.key[0]).dataType, exact):
+        return frame, counts, None
+    old = frame.where(kind.isin(*OLD_KINDS)).select(_column(target.key[0])).distinct()
+    return frame, counts, [row[0] for row in old.collect()]
+
+
+def _apply(
+    target: Target,
+    frame: DataFrame,
+    counts: ChangeCounts,
+    old_keys: list[Any] | None,
+    stamp: tuple[str, int] | None,
+    commit: OutputCommit | None,
+    began: float,
+) -> MergeCounts:
+    """Mark the old rows deleted, write the new rows and the change rows, and commit it all."""
+    jvm, txn = target.jvm, target.txn
+    if stamp is not None:
+        # txn.commit ignores the txnAppId/txnVersion confs MERGE reads: the txn action goes in here.
+        txn.updateSetTransaction(stamp[0], stamp[1], jvm.some(int(time.time() * 1000)))
+    # Delta checks only a read predicate's partition part; on an unpartitioned table TRUE makes
+    # any file another writer adds meanwhile a conflict, also for a batch of inserts, which reads
+    # no file of the table.
+    txn.trackReadPredicates(jvm.seq([jvm.true]), False, True)
+    actions: Any = jvm.seq([])
+    dv: dict[str, int] = {}
+    if counts.old_rows:
+        actions, dv = _mark_old_rows(target, frame, old_keys, counts)
+    scanned = time.monotonic()
+    written, files = jvm.seq([]), WrittenFiles()
+    if counts.change_rows:
+        written, files = _write_rows(target, frame, counts)
+    done = time.monotonic()
+    seconds = {
+        "scanTimeMs": scanned - began,
+        "rewriteTimeMs": done - scanned,
+        "executionTimeMs": done - began,
+    }
+    metrics = commit_metrics(counts, dv, files, {k: int(v * 1000) for k, v in seconds.items()})
+    # After writeFiles, which registers a numOutputRows of its own (data and change rows).
+    txn.registerSQLMetrics(jvm.session, jvm.smap({k: jvm.metric(v) for k, v in metrics.items()}))
+    return counts.merge_counts(_commit(target, actions.appendedAll(written), commit))
+
+
+def _mark_old_rows(
+    target: Target, frame: DataFrame, old_keys: list[Any] | None, counts: ChangeCounts
+) -> tuple[Any, dict[str, int]]:
+    """Deletion vectors over the table's rows of the updated and deleted keys, found by a scan
+    of the key column of the files that may hold them: the actions that commit them, and
+    processUnmodifiedData's counts (MERGE with deletion vectors takes the same steps)."""
+    from pyspark.sql import DataFrame
+    from pyspark.sql import functions as F
+
+    jvm, txn, helper = target.jvm, target.txn, target.jvm.commands.DMLWithDeletionVectorsHelper
+    snapshot, data_path = txn.snapshot(), target.delta_log.dataPath()
+    predicate = _old_key_predicate(target, old_keys)
+    # keepNumRecords: without the files' row counts no file is ever seen as wholly deleted.
+    candidates = txn.filterFiles(jvm.seq([_resolved(target, snapshot, predicate)]), True)
+    index = jvm.delta.files.TahoeBatchFileIndex(
+        jvm.session, "merge", candidates, target.delta_log, data_path, snapshot, False
+    )
+    plan = target.delta_log.createDataFrame(snapshot, candidates, False, jvm.some("merge"))
+    scan = helper.createTargetDfForScanningForMatches(jvm.session, plan.queryExecution().analyzed(), index)
+    matched = _matched_old_rows(target, DataFrame(scan, target.spark), frame, predicate)
+    results = jvm.commands.DeletionVectorBitmapGenerator.buildRowIndexSetsForFilesMatchingCondition(
+        jvm.session,
+        txn,
+        True,  # the table has DVs: False would replace a file's DV and bring its deleted rows back
+        matched._jdf,
+        candidates,
+        jvm.true,  # the join picked the rows already
+        jvm.some(F.col(FILE)._jc),
+        jvm.some(F.col(ROW)._jc),
+    )
+    touched = helper.findFilesWithMatchingRows(
+        txn, helper.generateCandidateFileMap(data_path, candidates), results
+    )
+    prefix = jvm.delta.stats.StatsCollectionUtils.getDataSkippingStringPrefixLength(
+        jvm.session, txn.metadata()
+    )
+    done = helper.processUnmodifiedData(jvm.session, touched, snapshot, prefix)
+    reported = done._2()
+    dv = {n: int(reported.apply(n)) if reported.contains(n) else 0 for n in [*DV_METRICS, "numModifiedRows"]}
+    if dv["numModifiedRows"] != counts.old_rows:
+        # The DV files written are in no commit: VACUUM removes them.
+        raise _mismatch(target.path, f"it holds {dv['numModifiedRows']} of the {counts.old_rows} old rows")
+    return done._1(), dv
+
+
+def _old_key_predicate(target: Target, old_keys: list[Any] | None) -> Column:
+    """True on every row whose first key column is in one of the old keys' ranges: an OR of
+    ranges, on which Delta skips files by their statistics (it reduces an IN list to one range,
+    from the least key to the greatest, which random keys make the whole table)."""
+    from pyspark.sql import functions as F
+
+    if not old_keys:
+        return F.lit(True)
+    column, dtype = _column(target.key[0]), target.field(target.key[0]).dataType
+
+    def within(lo: Any, hi: Any) -> Column:
+        # Literals of the column's own type: for any other the analyzer casts the column, and
+        # data skipping reads no statistics through a cast.
+        low, high = F.lit(lo).cast(dtype), F.lit(hi).cast(dtype)
+        return column == low if lo == hi else (column >= low) & (column <= high)
+
+    return balanced([within(lo, hi) for lo, hi in key_ranges(old_keys, MAX_RANGES)], lambda a, b: a | b)
+
+
+def _resolved(target: Target, snapshot: Any, predicate: Column) -> Any:
+    """`predicate` as a resolved Catalyst expression, its casts of literals folded: Delta's
+    data skipping skips nothing on unresolved attributes (SkippingEligibleColumn) and matches
+    only literals, not a Cast of one (DataFiltersBuilder)."""
+    from pyspark.sql import DataFrame
+
+    jvm = target.jvm
+    empty = target.delta_log.createDataFrame(snapshot, jvm.seq([]), False, jvm.none)
+    plan = DataFrame(empty, target.spark).where(predicate)._jdf.queryExecution().analyzed()
+    return jvm.jvm.org.apache.spark.sql.catalyst.optimizer.ConstantFolding.apply(plan).condition()
+
+
+def _matched_old_rows(target: Target, scan: DataFrame, frame: DataFrame, predicate: Column) -> DataFrame:
+    """The file and row index of each table row of an updated or deleted key. `scan` reads the
+    key columns and `_metadata` only: nothing downstream asks for another column, so the
+    Parquet read is of the key alone."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    key, kind = [_column(k) for k in target.key], F.col(CHANGE_TYPE)
+    # One row per key (a post-image names its pre-image's key), inserts too: an insert of a key
+    # the scanned files hold would leave the key two rows. Files pruned away are not checked.
+    batch_keys = frame.where(kind != ChangeType.UPDATE_POSTIMAGE.value).select(
+        *key, (kind == ChangeType.INSERT.value).alias(INSERTED)
+    )
+    rows = scan.where(predicate).select(
+        *key, F.col("_metadata.file_path").alias(FILE), F.col("_metadata.row_index").alias(ROW)
+    )
+    observed = Observation()
+    matched = (
+        rows.join(F.broadcast(batch_keys), on=list(target.key), how="inner")
+        .observe(observed, F.sum(F.col(INSERTED).cast("long")).alias("inserted"))
+        .localCheckpoint()  # the check and Delta's bitmap aggregate read the join once
+    )
+    inserted = int(observed.get["inserted"] or 0)
+    if inserted:
+        raise _mismatch(target.path, f"it holds {inserted} keys the batch inserts")
+    return matched.where(~F.col(INSERTED)).select(*key, F.col(FILE), F.col(ROW))
+
+
+def _write_rows(target: Target, frame: DataFrame, counts: ChangeCounts) -> tuple[Any, WrittenFiles]:
+    """The new rows as data files and every change row as a change data file, in one
+    writeFiles: it routes a row with a null `_change_type` to the table, any other to
+    `_change_data/`, so a new row goes in twice and an old row's change once."""
+    from pyspark.sql import functions as F
+
+    kind = F.col(CHANGE_TYPE)
+    routes = F.when(kind.isin(*NEW_KINDS), F.array(F.lit(None).cast("string"), kind)).otherwise(F.array(kind))
+    # writeFiles neither casts nor checks the schema, as a DataFrameWriter does: the rows get
+    # the table's own types here.
+    routed = frame.select(
+        *[_column(f.name).cast(f.dataType).alias(f.name) for f in target.schema.fields],
+        F.explode(routes).alias(CHANGE_TYPE),
+    )
+    # Files of disjoint key ranges, so that the next batches' pruning by key skips most of them.
+    laid_out = routed.repartitionByRange(
+        max(1, -(-counts.new_rows // ROWS_PER_FILE)), *[_column(k) for k in target.key]
+    )
+    actions = target.txn.writeFiles(laid_out._jdf)
+    data = changes = size = 0
+    for action in target.jvm.listed(actions):
+        if action.getClass().getSimpleName() == "AddCDCFile":
+            changes += 1
+        else:
+            data, size = data + 1, size + int(action.size())
+    return actions, WrittenFiles(data, changes, size)
+
+
+def _commit(target: Target, actions: Any, commit: OutputCommit | None) -> int:
+    """Commit `actions` (and the txn's SetTransaction) as a MERGE: its version."""
+    jvm = target.jvm
+    predicate = getattr(jvm.delta, "DeltaOperations$MergePredicate")
+    merge = getattr(jvm.delta, "DeltaOperations$Merge")
+    # No condition: MERGE writes its SQL into commitInfo, and an OR of ranges would bloat it.
+    operation = merge(
+        jvm.none,
+        jvm.none,
+        jvm.none,
+        jvm.none,
+        jvm.seq([predicate(jvm.none, "update"), predicate(jvm.none, "delete")]),
+        jvm.seq([predicate(jvm.none, "insert")]),
+        jvm.seq([]),
+    )
+    try:
+        if commit is None:
+            return int(target.txn.commit(actions, operation))
+        # commit takes userMetadata from the session conf `stamped` sets: Merge carries none.
+        with stamped(target.spark, commit.app, commit.final):
+            return int(target.txn.commit(actions, operation))
+    except Exception as exc:
+        refused = conflict(jvm, exc)
+        if refused is None:
+            raise
+        raise refused from exc
+
+
+def _mismatch(path: str, what: str) -> BatchStateError:
+    return BatchStateError(
+        f"the batch's change rows do not fit the output: {what}; nothing was committed",
+        where=f"output {path}",
+        fix="run the view with --full-refresh, which rebuilds the output, and report it: lakejoin's "
+        "record of the output and the output disagree",
+    )
+
+
+def _column(name: str) -> Column:
+    """A top-level column by name, dots and all."""
+    from pyspark.sql import functions as F
+
+    return F.col("`" + name.replace("`", "``") + "`")
