@@ -198,6 +198,7 @@ def _mark_old_rows(
     predicate = _old_key_predicate(target, old_keys)
     # keepNumRecords: without the files' row counts no file is ever seen as wholly deleted.
     candidates = txn.filterFiles(jvm.seq([_resolved(target, snapshot, predicate)]), True)
+    log.debug("%s: the old rows' keys fall in %d of the table's files", target.path, candidates.size())
     index = jvm.delta.files.TahoeBatchFileIndex(
         jvm.session, "merge", candidates, target.delta_log, data_path, snapshot, False
     )

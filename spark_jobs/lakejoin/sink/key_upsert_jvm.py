@@ -188,7 +188,6 @@ def _check_classes(jvm: Any) -> str | None:
         return f"Delta's version cannot be read ({type(exc).__name__})"
     if version != DELTA_VERSION:
         return f"Delta is {version}; the upsert was built for {DELTA_VERSION}"
-    arrays = jvm.java.util.Arrays
     for name, wanted in EXPECTED.items():
         found = jvm
         for part in name.split("."):
@@ -197,8 +196,10 @@ def _check_classes(jvm: Any) -> str | None:
             return f"Delta {version} has no class {name}"
         # _java_lang_class, not Class.forName: Spark loads Delta's jar in a class loader of its own.
         cls = found._java_lang_class
-        have = member_shapes(str(arrays.toString(cls.getMethods())))
-        have |= member_shapes(str(arrays.toString(cls.getConstructors())))
+        # One py4j call a member (Arrays.toString of a Method[] is not reachable through py4j):
+        # a few hundred, once a process.
+        listed = [str(m.toString()) for m in [*cls.getMethods(), *cls.getConstructors()]]
+        have = member_shapes("[" + ", ".join(listed) + "]")
         missing = sorted(wanted - have)
         if missing:
             return f"{name} in Delta {version} has no {missing[0]}"
