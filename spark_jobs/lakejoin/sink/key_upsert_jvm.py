@@ -208,15 +208,34 @@ def _check_classes(jvm: Any) -> str | None:
 
 def conflict(jvm: Jvm, exc: Exception) -> ConcurrentCommitError | None:
     """The ConcurrentCommitError for a Delta conflict (None: `exc` is no conflict). py4j raises
-    Py4JJavaError (`java_exception`), or, once delta.exceptions is imported, PySpark raises its
-    converted error (`_origin`); either holds the Java exception, whose class says it."""
-    origin = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
-    if origin is None:
+    Py4JJavaError, whose `java_exception` says it by its class; once delta.exceptions is
+    imported (delta.tables imports it), PySpark raises Delta's Python twin of it instead (one
+    of delta.exceptions' classes, which share no base of Delta's own and keep no Java object)."""
+    origin = getattr(exc, "java_exception", None)
+    if origin is not None:
+        if not jvm.delta.DeltaConcurrentModificationException._java_lang_class.isInstance(origin):
+            return None
+        kind, text = str(origin.getClass().getSimpleName()), str(origin.getMessage() or "")
+    elif type(exc).__module__.startswith("delta.exceptions") and type(exc).__name__ in CONFLICTS:
+        kind, text = type(exc).__name__, str(exc)
+    else:
         return None
-    if not jvm.delta.DeltaConcurrentModificationException._java_lang_class.isInstance(origin):
-        return None
-    lines = str(origin.getMessage() or "").strip().splitlines()
+    lines = text.strip().splitlines()
     return ConcurrentCommitError(
-        f"Concurrent commit: Delta refused the upsert ({origin.getClass().getSimpleName()}): "
-        f"{lines[0] if lines else ''}"
+        f"Concurrent commit: Delta refused the upsert ({kind}): {lines[0] if lines else ''}"
     )
+
+
+# io.delta.exceptions' conflicts, as delta.exceptions names their Python twins.
+CONFLICTS = frozenset(
+    {
+        "DeltaConcurrentModificationException",
+        "ConcurrentWriteException",
+        "MetadataChangedException",
+        "ProtocolChangedException",
+        "ConcurrentAppendException",
+        "ConcurrentDeleteReadException",
+        "ConcurrentDeleteDeleteException",
+        "ConcurrentTransactionException",
+    }
+)
