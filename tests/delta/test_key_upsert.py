@@ -130,8 +130,10 @@ def test_the_upsert_leaves_what_delta_merge_leaves(spark, tmp_path_factory, firs
             continue
         merge_reference(spark, theirs, state, after)
         assert counts.version == version(ours)
-        assert table_rows(spark, ours) == table_rows(spark, theirs) == Counter(
-            (k, *v[:2], tuple(v[2])) for k, v in after.items()
+        assert (
+            table_rows(spark, ours)
+            == table_rows(spark, theirs)
+            == Counter((k, *v[:2], tuple(v[2])) for k, v in after.items())
         )
         assert feed_rows(spark, ours, version(ours)) == feed_rows(spark, theirs, version(theirs))
         changed = [k for k in set(state) | set(after) if state.get(k) != after.get(k)]
@@ -198,7 +200,8 @@ def test_files_outside_the_old_keys_ranges_are_not_read(spark, tmp_path):
     before = {k: ("a", 1.0, []) for k in KEYS}
     create(spark, path, before, files=3)
     holding = {
-        f: {r.id for r in spark.read.parquet(str(f)).select("id").collect()} for f in Path(path).glob("*.parquet")
+        f: {r.id for r in spark.read.parquet(str(f)).select("id").collect()}
+        for f in Path(path).glob("*.parquet")
     }
     after = {**before, 2: ("b", 1.0, []), 3: ("c", 1.0, []), 100: ("a", 1.0, [])}
     away = [f for f, ids in holding.items() if not ids & {2, 3}]
@@ -255,16 +258,18 @@ def test_a_commit_during_the_upsert_makes_it_fail_cleanly(spark, tmp_path, monke
     path = str(tmp_path / "out")
     before = {k: ("a", 1.0, []) for k in KEYS}
     create(spark, path, before, files=3)
-    spark.createDataFrame([(100 + k, "a", 1.0, []) for k in range(3)], _schema()).write.format(
-        "delta"
-    ).mode("append").save(path)
+    spark.createDataFrame([(100 + k, "a", 1.0, []) for k in range(3)], _schema()).write.format("delta").mode(
+        "append"
+    ).save(path)
     before.update({100 + k: ("a", 1.0, []) for k in range(3)})
     written = key_upsert._write_rows
     meanwhile = {
-        "append": lambda: spark.createDataFrame([(200, "z", 9.0, [])], _schema())
-        .write.format("delta")
-        .mode("append")
-        .save(path),
+        "append": lambda: (
+            spark.createDataFrame([(200, "z", 9.0, [])], _schema())
+            .write.format("delta")
+            .mode("append")
+            .save(path)
+        ),
         "delete": lambda: DeltaTable.forPath(spark, path).delete("id = 25"),
         "optimize": lambda: DeltaTable.forPath(spark, path).optimize().executeCompaction(),
     }[other]
@@ -313,8 +318,8 @@ def test_one_batch_commits_once(spark, tmp_path):
 def test_tables_written_this_way_keep_working(spark, tmp_path):
     """Checkpoints, OPTIMIZE and VACUUM on a table the upsert wrote, and delta-rs reads of it
     (lakejoin's status and driver lookups read outputs with delta-rs)."""
-    from deltalake import DeltaTable as RsTable
     from delta.tables import DeltaTable
+    from deltalake import DeltaTable as RsTable
 
     path = str(tmp_path / "out")
     state = {k: ("a", 1.0, ["x"]) for k in KEYS}
