@@ -95,10 +95,12 @@ def lookup_path(spark, number: int) -> Iterator[None]:  # noqa: ANN001
     - 0: Spark's lookups and the write a batch of its size takes (for a few keys, one MERGE
       from the driver);
     - 1: the few keys' rows read on the driver (lookups.py), the same write;
-    - 2: Spark's lookups, and the split write (a MERGE of the keys a table holds, an append of
-      the new ones) forced, as for a batch of many keys into a large table;
-    - 3: driver lookups, and the output written by deleting the changed keys and appending
-      their rows (delete_changed.py), forced likewise."""
+    - 2: Spark's lookups, and the write of a batch of many keys into a large table forced: the
+      one-commit upsert (sink/key_upsert.py) where the view kind derives the affected keys'
+      rows at the previous pins (fk_join, enrich's propagate mode), else the split write (a
+      MERGE of the keys a table holds, an append of the new ones);
+    - 3: driver lookups, and the same forced write; where there is no upsert, the output
+      written by deleting the changed keys and appending their rows (delete_changed.py)."""
     from lakejoin.delta import lookups
     from lakejoin.sink.choice import ONE_MERGE_MAX_KEYS, driver_merge
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from lakejoin.delta.change_feed import net_changes, no_changes, upserts
+from lakejoin.delta.change_feed import before_rows, net_changes, no_changes, upserts
 from tests.content import last_changes
 from tests.steps.frames import ordered, rows
 
@@ -94,8 +94,8 @@ def feed(spark, changes: list[tuple]):
 def test_each_key_nets_to_its_last_change(spark, changes, net):
     result = net_changes(feed(spark, changes), "id")
 
-    assert result.columns == ["id", "v", "_lj_change", "_commit_version"]
-    assert rows(result) == ordered(net)
+    assert result.columns == ["id", "v", "_lj_change", "_commit_version", "_lj_before"]
+    assert rows(result, "id", "v", "_lj_change", "_commit_version") == ordered(net)
     # The oracles' model of the rule says the same (tests/content.py).
     model = last_changes(
         [dict(zip(("id", "v", "_change_type", "_commit_version"), c, strict=True)) for c in changes], "id"
@@ -103,6 +103,32 @@ def test_each_key_nets_to_its_last_change(spark, changes, net):
     assert {(k, "upsert" if row else "delete", n) for k, (n, row) in model.items()} == {
         (k, change, n) for k, _, change, n in net
     }
+
+
+@pytest.mark.parametrize(
+    ("changes", "before"),
+    [
+        pytest.param(UPDATE_CHAIN, {"k": None}, id="inserted_in_the_range"),
+        pytest.param(UPDATE_CHAIN[1:][::-1], {"k": "a"}, id="updated_in_any_order"),
+        pytest.param([("k", "a", DEL, 5)], {"k": "a"}, id="deleted"),
+        pytest.param([("k", "b", INS, 2), ("k", "a", DEL, 2)], {"k": "a"}, id="overwritten"),
+        pytest.param(
+            [("k", "a", PRE, 2), ("k", "a", POST, 2), ("k", "a", PRE, 3), ("k", "b", POST, 3)],
+            {"k": "a"},
+            id="rewritten_then_changed",
+        ),
+        pytest.param([("k", "a", DEL, 2), ("k", "a", INS, 3)], {"k": "a"}, id="deleted_then_put_back"),
+        pytest.param([("k", "a", INS, 2), ("k", "a", DEL, 3)], {"k": None}, id="born_and_gone"),
+    ],
+)
+def test_a_net_change_keeps_the_keys_row_before_the_range(spark, changes, before):
+    """What the write's old rows are derived from (views/joins.previous_rows): the row the
+    range's first write of the key found, none when that write inserted it."""
+    result = net_changes(feed(spark, changes), "id")
+
+    found = {r["id"]: r["_lj_before"]["v"] if r["_lj_before"] else None for r in result.collect()}
+    assert found == before
+    assert rows(before_rows(result)) == ordered((k, v) for k, v in before.items() if v is not None)
 
 
 def test_a_rewrite_of_a_map_column_is_no_change_and_a_changed_map_is(spark):
@@ -137,5 +163,6 @@ def test_no_changes_has_the_columns_of_a_net_change_and_no_row(spark):
         ("v", "string"),
         ("_lj_change", "string"),
         ("_commit_version", "bigint"),
+        ("_lj_before", "struct<id:string,v:string>"),
     ]
     assert rows(empty) == []

@@ -388,7 +388,10 @@ FAKE_JVM = SimpleNamespace(
     "exc",
     [
         _JavaError(_java("MetadataChangedException", "[DELTA_METADATA_CHANGED] The metadata changed.\nmore")),
-        SimpleNamespace(_origin=_java("ConcurrentAppendException", "Files were added")),  # PySpark's
+        # Delta's Python twin, which PySpark raises once delta.exceptions is imported.
+        type("ConcurrentAppendException", (Exception,), {"__module__": "delta.exceptions.captured"})(
+            "[DELTA_CONCURRENT_APPEND.WITHOUT_HINT] Transaction conflict detected."
+        ),
     ],
     ids=["py4j", "pyspark_converted"],
 )
@@ -410,5 +413,5 @@ def test_another_error_is_no_conflict(exc):
 
 
 def test_the_upsert_loads_without_a_jvm():
-    assert key_upsert.__all__ == ["ConcurrentCommitError", "upsert"]
+    assert key_upsert.__all__ == ["ENABLED", "ConcurrentCommitError", "enabled", "upsert"]
     assert key_upsert_jvm.DELTA_VERSION == "4.4.0"

@@ -17,6 +17,9 @@ VERSION = "_commit_version"
 CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 _SIDE = "_lj_side"  # 1: a row as a commit left it (insert, post-image); 0: as it found it
 _CHANGED = "_lj_changed"
+# A net change's row of the key as the range found it (a struct of the data columns; null when
+# the key had no row before the range's first commit that wrote it).
+BEFORE = "_lj_before"
 
 
 class ChangeKind(enum.Enum):
@@ -36,8 +39,9 @@ def read_change_feed(spark: SparkSession, path: str, first: int, last: int) -> D
 
 
 def net_changes(change_feed: DataFrame, key: str) -> DataFrame:
-    """The last change of content of every key: its row, `_lj_change` (upsert or delete) and
-    the `_commit_version` of that change. A delete carries the deleted row's last values.
+    """The last change of content of every key: its row, `_lj_change` (upsert or delete), the
+    `_commit_version` of that change, and `_lj_before`, the key's row before the range (null:
+    it had none). A delete carries the deleted row's last values.
 
     A commit changes a key when the key's row after it differs from its row before it (every
     column compared, nulls equal). So an update whose post-image equals its pre-image (a MERGE
@@ -79,8 +83,14 @@ def net_changes(change_feed: DataFrame, key: str) -> DataFrame:
         .otherwise(F.lit(False))  # a pre-image: its post-image is the commit's outcome
     )
     latest_first = Window.partitionBy(key).orderBy(F.col(VERSION).desc(), F.col(_SIDE).desc())
+    # The first row in commit order is the row the range's first write of the key found (its
+    # pre-image or delete, which sort before the commit's new rows), unless that write inserted
+    # the key: then it had no row before.
+    first_side = F.first(F.col(_SIDE)).over(in_order)
+    found = F.when(first_side == 0, F.first(F.struct(*[F.col(c) for c in data_columns])).over(in_order))
     return (
-        rows.withColumn(_CHANGED, changed)
+        rows.withColumn(BEFORE, found)
+        .withColumn(_CHANGED, changed)
         .where(F.col(_CHANGED))
         .withColumn("_lj_rank", F.row_number().over(latest_first))
         .where(F.col("_lj_rank") == 1)
@@ -90,6 +100,7 @@ def net_changes(change_feed: DataFrame, key: str) -> DataFrame:
             .otherwise(F.lit(ChangeKind.UPSERT.value))
             .alias(CHANGE),
             F.col(VERSION),
+            F.col(BEFORE),
         )
     )
 
@@ -120,8 +131,16 @@ def upserts(net: DataFrame) -> DataFrame:
     columns only: what an upserted key holds now; a deleted key has no row."""
     from pyspark.sql import functions as F
 
-    data_columns = [c for c in net.columns if c not in (CHANGE, VERSION)]
+    data_columns = [c for c in net.columns if c not in (CHANGE, VERSION, BEFORE)]
     return net.where(F.col(CHANGE) == ChangeKind.UPSERT.value).select(*data_columns)
+
+
+def before_rows(net: DataFrame) -> DataFrame:
+    """The rows the keys of a net change (see `net_changes`) held before its range, with the
+    source's columns only: a key that had none has no row."""
+    from pyspark.sql import functions as F
+
+    return net.where(F.col(BEFORE).isNotNull()).select(f"{BEFORE}.*")
 
 
 def no_changes(table: DataFrame) -> DataFrame:
@@ -129,7 +148,10 @@ def no_changes(table: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     return table.limit(0).select(
-        *table.columns, F.lit(None).cast("string").alias(CHANGE), F.lit(None).cast("bigint").alias(VERSION)
+        *table.columns,
+        F.lit(None).cast("string").alias(CHANGE),
+        F.lit(None).cast("bigint").alias(VERSION),
+        F.when(F.lit(False), F.struct(*[F.col(c) for c in table.columns])).alias(BEFORE),
     )
 
 

@@ -26,6 +26,7 @@ from lakejoin.engine.plan import BatchPlan, Skip, input_columns, latest_pin, pla
 from lakejoin.engine.write import state_path, write_output, write_state
 from lakejoin.errors import KeyConflictError, QualityCheckError, RepairError
 from lakejoin.quality import checks as quality
+from lakejoin.sink.key_upsert import enabled as upsert_enabled
 from lakejoin.spec.definition import fingerprint
 from lakejoin.spec.model import PipelineSpec, View
 from lakejoin.views.base import ViewKindLogic
@@ -167,6 +168,11 @@ def run_view(
     summary.start_versions, summary.pinned_versions = dict(plan.start_versions), dict(plan.pinned_versions)
     summary.notes.update(plan.notes)
     ctx = BatchContext(spark, spec, view, plan, state_path(spec, view), plan.schemas)
+    # The affected keys' rows at the previous pins are, by the contract, the output's: derived
+    # from what the batch reads, the write need not read them (sink/key_upsert.py). Not in a
+    # repair, which mends an output that may not be what its inputs give.
+    incremental = plan.mode is BatchMode.INCREMENTAL and not plan.finishing and not plan.rewrite
+    ctx.derive_previous = incremental and upsert_enabled(spark)
 
     # 2. changes
     changes: dict[str, DataFrame] | None = None

@@ -3,13 +3,13 @@ the batch commit (delta/markers.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakejoin.delta.markers import FINAL, PRE, OutputCommit, app_id, idempotent
 from lakejoin.errors import ConcurrentBatchError
-from lakejoin.sink.choice import merge_affected, merge_full, replace_output
+from lakejoin.sink.choice import merge_affected, merge_full, replace_output, upsert_affected
 from lakejoin.sink.keyed_tables import drift_error, ensure_output, schema_drift
 from lakejoin.sink.merge_terms import MergeCounts
 from lakejoin.spec.model import PipelineSpec, View
@@ -95,10 +95,14 @@ def write_output(
         elif affected is None:
             counts = merge_full(spark, view.path, recomputed, keys, commit)
         else:
-            known = None
-            if rebuilt.affected_count is not None and rebuilt.bounds is not None:
-                known = (affected, rebuilt.affected_count, rebuilt.bounds)
-            counts = merge_affected(spark, view.path, recomputed, affected, keys, commit, known=known)
+            upserted, note = _upsert(spark, view.path, recomputed, rebuilt, keys, commit)
+            if upserted is not None:
+                counts = upserted
+            else:
+                known = None
+                if rebuilt.affected_count is not None and rebuilt.bounds is not None:
+                    known = (affected, rebuilt.affected_count, rebuilt.bounds)
+                counts = merge_affected(spark, view.path, recomputed, affected, keys, commit, known=known)
     except Exception as exc:
         concurrent = _concurrent(exc, plan.batch_id, where=where)
         if concurrent is None:
@@ -106,6 +110,34 @@ def write_output(
         raise concurrent from exc
     assert counts.version is not None
     return OutputWrite(counts, counts.version, note)
+
+
+def _upsert(
+    spark: SparkSession,
+    path: str,
+    recomputed: DataFrame,
+    rebuilt: Rebuilt,
+    keys: list[str],
+    commit: OutputCommit,
+) -> tuple[MergeCounts | None, str | None]:
+    """The batch written by the one-commit upsert, when the view kind derived the affected keys'
+    rows at the previous pins (`Rebuilt.previous`); else, or when it declined, None and why."""
+    if rebuilt.previous is None:
+        return None, None
+    declined: list[str] = []
+    counts = upsert_affected(
+        spark,
+        path,
+        recomputed,
+        rebuilt.previous,
+        keys,
+        commit,
+        keys=rebuilt.affected_count,
+        note=declined.append,
+    )
+    if counts is None:
+        return None, declined[0] if declined else None
+    return replace(counts, keys=rebuilt.affected_count or 0), None
 
 
 def _concurrent(exc: Exception, batch_id: int, *, where: str) -> ConcurrentBatchError | None:

@@ -8,7 +8,7 @@ output_counts.py."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +66,76 @@ def merge_affected(
     source = affected.select(*key).join(recomputed.withColumn(PRESENT, F.lit(True)), on=list(key), how="left")
     source = source.withColumn(KEEP, F.col(PRESENT).isNotNull()).drop(PRESENT)
     return merge_by_key(spark, path, source, key, recomputed.columns, full=False, commit=commit, known=known)
+
+
+def upsert_affected(
+    spark: SparkSession,
+    path: str,
+    recomputed: DataFrame,
+    previous: DataFrame,
+    key: Sequence[str],
+    commit: OutputCommit,
+    *,
+    keys: int | None,
+    note: Callable[[str], None],
+) -> MergeCounts | None:
+    """Write the affected keys' rows (`recomputed`, `keys` of them when counted) given the rows
+    the output holds for those keys (`previous`, derived from the inputs at the previous pins:
+    views/base.Rebuilt): the change rows of the keys whose row differs, in one commit that
+    reads only the output's key column (key_upsert.py).
+
+    None: the caller writes the batch with `merge_affected`. Either the keys are few enough
+    for the driver's MERGE (delta-rs, no Spark job), or the upsert declined, after `note(why)`;
+    nothing was written either way."""
+    from lakejoin.sink import key_upsert
+
+    facts = _TableFacts(spark, path, recomputed, key, keys or 0)
+    if keys and keys <= facts.driver_max_keys() and facts.driver_enabled() and facts.driver_writable():
+        return None
+    changes = change_rows(recomputed, previous.select(*recomputed.columns), key)
+    return key_upsert.upsert(spark, path, changes, key, recomputed.columns, commit, note=note)
+
+
+def change_rows(new: DataFrame, old: DataFrame, key: Sequence[str]) -> DataFrame:
+    """The change rows (`_change_type`: insert, update_preimage and update_postimage, delete)
+    that take the rows `old` to the rows `new` (one row per key each, same columns): a key whose
+    row is the same in both has none. One join of the two on the key."""
+    from pyspark.sql import functions as F
+
+    from lakejoin.sink.key_upsert_rules import CHANGE_TYPE, ChangeType
+
+    columns, changes = list(new.columns), "_lj_changes"
+    values = [c for c in columns if c not in key]
+    n, o = "_lj_new", "_lj_old"
+    joined = (
+        new.withColumn(n, F.lit(True))
+        .alias("n")
+        .join(old.withColumn(o, F.lit(True)).alias("o"), same_key("n", "o", key), how="full_outer")
+    )
+
+    def image(side: str, kind: ChangeType) -> Any:
+        """The row of one side as a change row: the key from whichever side holds it."""
+        return F.struct(
+            *[
+                F.coalesce(F.col(f"n.`{c}`"), F.col(f"o.`{c}`")).alias(c)
+                if c in key
+                else F.col(f"{side}.`{c}`").alias(c)
+                for c in columns
+            ],
+            F.lit(kind.value).alias(CHANGE_TYPE),
+        )
+
+    was, now = F.col(f"o.{o}").isNotNull(), F.col(f"n.{n}").isNotNull()
+    # No branch for a key whose row is the same: a null array, which explode leaves out.
+    kinds = (
+        F.when(~was, F.array(image("n", ChangeType.INSERT)))
+        .when(~now, F.array(image("o", ChangeType.DELETE)))
+        .when(
+            values_differ("n", "o", values),
+            F.array(image("o", ChangeType.UPDATE_PREIMAGE), image("n", ChangeType.UPDATE_POSTIMAGE)),
+        )
+    )
+    return joined.select(F.explode(kinds).alias(changes)).select(f"{changes}.*")
 
 
 def merge_full(

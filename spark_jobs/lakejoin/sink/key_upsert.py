@@ -50,7 +50,16 @@ from lakejoin.sink.output_counts import final_counts
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-__all__ = ["ConcurrentCommitError", "upsert"]
+__all__ = ["ENABLED", "ConcurrentCommitError", "enabled", "upsert"]
+
+TAG, TAG_VALUE = "lakejoin.write", "key_upsert"  # in the commit's tags
+# The session conf that turns the upsert off ("false"): every batch then takes the public MERGE.
+ENABLED = "spark.lakejoin.write.keyUpsert"
+
+
+def enabled(spark: SparkSession) -> bool:
+    return (spark.conf.get(ENABLED, None) or "true").strip().lower() != "false"
+
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +88,11 @@ def upsert(
     `commit` the commit is the batch commit (delta/markers.py), else it carries the txn of the
     `idempotent` block the session is in.
 
-    None, after `note(why)`: Delta or the table is not one this write handles; nothing was
-    written, and the caller writes the batch with the public MERGE. Raises ConcurrentCommitError
-    when another commit won, BatchStateError when the table's rows are not the ones `changes`
-    says they are (nothing committed either way)."""
+    None, after `note(why)`: Delta or the table is not one this write handles, or the table's
+    rows of the changed keys are not the ones `changes` says it holds; nothing was committed,
+    and the caller writes the batch with the public MERGE. Raises ConcurrentCommitError when
+    another commit won, BatchStateError when `changes` is no set of change rows (nothing
+    committed either way)."""
     target, why = open_target(spark, path, list(key), list(columns))
     if target is None:
         _decline(path, str(why), note)
@@ -98,7 +108,15 @@ def upsert(
         raise _mismatch(path, fault)
     if counts.change_rows == 0 and commit is None:
         return MergeCounts(applied=False)  # a batch commit lands even empty; a state write need not
-    return _apply(target, frame, counts, old_keys, stamp, commit, began)
+    try:
+        return _apply(target, frame, counts, old_keys, stamp, commit, began)
+    except _DisagreesError as exc:
+        # The output is not what its inputs at the previous pins give (someone wrote to it, or a
+        # derivation is wrong): the public MERGE, which reads the rows it replaces, makes it
+        # right. The deletion vector files written are in no commit: VACUUM removes them.
+        log.warning("lakejoin: %s: its rows disagree with the batch's old rows: %s", path, exc)
+        _decline(path, f"the table's rows are not the batch's old rows ({exc})", note)
+        return None
 
 
 _NOTED: set[tuple[str, str]] = set()
@@ -226,7 +244,8 @@ def _mark_old_rows(
     dv = {n: int(reported.apply(n)) if reported.contains(n) else 0 for n in [*DV_METRICS, "numModifiedRows"]}
     if dv["numModifiedRows"] != counts.old_rows:
         # The DV files written are in no commit: VACUUM removes them.
-        raise _mismatch(target.path, f"it holds {dv['numModifiedRows']} of the {counts.old_rows} old rows")
+        held = dv["numModifiedRows"]
+        raise _DisagreesError(f"it holds {held} of the {counts.old_rows} rows the batch replaces")
     return done._1(), dv
 
 
@@ -285,7 +304,7 @@ def _matched_old_rows(target: Target, scan: DataFrame, frame: DataFrame, predica
     )
     inserted = int(observed.get["inserted"] or 0)
     if inserted:
-        raise _mismatch(target.path, f"it holds {inserted} keys the batch inserts")
+        raise _DisagreesError(f"it holds {inserted} keys the batch inserts")
     return matched.where(~F.col(INSERTED)).select(*key, F.col(FILE), F.col(ROW))
 
 
@@ -332,12 +351,14 @@ def _commit(target: Target, actions: Any, commit: OutputCommit | None) -> int:
         jvm.seq([predicate(jvm.none, "insert")]),
         jvm.seq([]),
     )
+    # The commit's tags say which write made it (commitInfo.tags; history shows them).
+    tags = jvm.smap({TAG: TAG_VALUE})
     try:
         if commit is None:
-            return int(target.txn.commit(actions, operation))
+            return int(target.txn.commit(actions, operation, tags))
         # commit takes userMetadata from the session conf `stamped` sets: Merge carries none.
         with stamped(target.spark, commit.app, commit.final):
-            return int(target.txn.commit(actions, operation))
+            return int(target.txn.commit(actions, operation, tags))
     except Exception as exc:
         refused = conflict(jvm, exc)
         if refused is None:
@@ -345,12 +366,16 @@ def _commit(target: Target, actions: Any, commit: OutputCommit | None) -> int:
         raise refused from exc
 
 
+class _DisagreesError(Exception):
+    """The table's rows are not the old rows the change rows say it holds."""
+
+
 def _mismatch(path: str, what: str) -> BatchStateError:
     return BatchStateError(
-        f"the batch's change rows do not fit the output: {what}; nothing was committed",
+        f"the batch's change rows are no set of changes: {what}; nothing was committed",
         where=f"output {path}",
-        fix="run the view with --full-refresh, which rebuilds the output, and report it: lakejoin's "
-        "record of the output and the output disagree",
+        fix=f"report it (a fault in lakejoin); meanwhile run with --conf {ENABLED}=false, which "
+        "writes every batch with Delta's MERGE",
     )
 
 

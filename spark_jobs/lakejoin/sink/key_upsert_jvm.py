@@ -44,7 +44,7 @@ EXPECTED: dict[str, set[str]] = {
         f"{_SEQ} filterFiles({_SEQ},boolean)",
         f"{_SEQ} writeFiles({_SQL}.Dataset)",
         f"void registerSQLMetrics({_SQL}.SparkSession,{_MAP})",
-        f"long commit({_SEQ},{_D}.DeltaOperations$Operation)",
+        f"long commit({_SEQ},{_D}.DeltaOperations$Operation,{_MAP})",
     },
     f"{_D}.actions.Metadata": {"java.lang.String json()"},
     f"{_D}.actions.Protocol": {"java.lang.String json()"},

@@ -35,7 +35,13 @@ class Rebuilt:
     kind without a state table).
 
     When the view kind materialised the affected keys it says how many there are and their
-    range (`key_ranges.materialised`), so the write does not materialise them again."""
+    range (`key_ranges.materialised`), so the write does not materialise them again.
+
+    `previous`: when the context asks for it (`ctx.derive_previous`) and the kind can, the
+    affected keys' rows at the previous batch's pins, derived from what the batch read (the
+    rows at the pin, and the changes' rows before them): by the contract, the output's rows
+    of those keys, which the write then need not read (sink/key_upsert.py). None: the write
+    reads the output's rows itself."""
 
     rows: DataFrame
     affected: DataFrame | None
@@ -43,6 +49,7 @@ class Rebuilt:
     bounds: KeyRange | None = None
     metrics: Mapping[str, int] = field(default_factory=dict)
     state: Any = None
+    previous: DataFrame | None = None
 
 
 class ViewKindLogic(ABC):

@@ -53,6 +53,8 @@ class BatchContext:
     state_path: str
     schemas: Mapping[str, Mapping[str, str]]  # each input's columns (name -> type) at its pin
     notes: dict[str, str] = field(default_factory=dict)
+    # The write takes the affected keys' rows at the previous pins from `Rebuilt.previous`.
+    derive_previous: bool = False
     changed: dict[str, int] = field(default_factory=dict)  # keys changed per change source
     changed_range: dict[str, KeyRange] = field(default_factory=dict)  # their key range
     _snapshots: dict[str, DataFrame] = field(default_factory=dict)

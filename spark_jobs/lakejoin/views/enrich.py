@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta import routing
@@ -43,7 +43,7 @@ from lakejoin.spec.model import Dimension, EnrichMode, JoinHow, PipelineSpec, So
 from lakejoin.views.base import Rebuilt, ViewKindLogic
 from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
-from lakejoin.views.joins import referenced_right_rows
+from lakejoin.views.joins import previous_rows, referenced_right_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -236,11 +236,27 @@ class EnrichView(ViewKindLogic):
                 keys = keys.union(reached)
             affected, count, bounds = materialised(keys.distinct(), self.fact.key)
             fact_rows = ctx.rows_of(self.fact, affected, fact_changes, bounds)
+        # Lookup enriches a fact with the dimensions of the batch that last wrote it, which no
+        # input at the previous pins holds: the write reads the output's rows.
+        fact_before = None
+        if ctx.derive_previous and self.propagate:
+            fact_before = previous_rows(fact_rows, fact_changes, self.fact.key)
+        # A fact whose fk moved references at the previous pins a dimension row no fact
+        # references now: one read of the dimension rows serves both.
+        referring = fact_rows if fact_before is None else fact_rows.unionByName(fact_before)
         dimensions = [
-            self._dimension_rows(ctx, d, fact_rows, counts, whole=False, few=found is not None)
+            self._dimension_rows(ctx, d, referring, counts, whole=False, few=found is not None)
             for d in self.enrich.dimensions
         ]
-        return Rebuilt(recompute(fact_rows, dimensions), affected, count, bounds, metrics=counts)
+        previous = None
+        if fact_before is not None:
+            then = [
+                replace(d, rows=previous_rows(d.rows, changes[d.dimension.table], d.key)) for d in dimensions
+            ]
+            previous = recompute(fact_before, then)
+        return Rebuilt(
+            recompute(fact_rows, dimensions), affected, count, bounds, metrics=counts, previous=previous
+        )
 
     def _dimension_rows(
         self,

@@ -21,7 +21,7 @@ from lakejoin.spec.model import FkJoin, JoinHow, PipelineSpec, View
 from lakejoin.views.base import Rebuilt, ViewKindLogic
 from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
-from lakejoin.views.joins import referenced_right_rows
+from lakejoin.views.joins import previous_rows, referenced_right_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -105,7 +105,9 @@ class FkJoinView(ViewKindLogic):
                 changed="right keys",
                 of="left rows",
             ):
-                (affected, count, bounds), left_rows, right_rows = self._affected_rows(ctx, changes, routed)
+                (affected, count, bounds), left_rows, right_rows, left_before = self._affected_rows(
+                    ctx, changes, routed
+                )
                 rows = recompute(
                     left_rows,
                     right_rows,
@@ -113,7 +115,17 @@ class FkJoinView(ViewKindLogic):
                     right_key=self.right.key,
                     right_columns=right_columns,
                 )
-                return Rebuilt(rows, affected, count, bounds, metrics=counts)
+                previous = None
+                if left_before is not None:
+                    # The same join at the previous pins: each side's changed rows as they were.
+                    previous = recompute(
+                        left_before,
+                        previous_rows(right_rows, changes[self.right.name], self.right.key),
+                        self.join,
+                        right_key=self.right.key,
+                        right_columns=right_columns,
+                    )
+                return Rebuilt(rows, affected, count, bounds, metrics=counts, previous=previous)
         left_rows = ctx.whole_source(self.left)
         ctx.require_unique(left_rows, self.left)
         right_rows = ctx.whole_source(self.right)
@@ -160,15 +172,15 @@ class FkJoinView(ViewKindLogic):
 
     def _affected_rows(
         self, ctx: BatchContext, changes: Mapping[str, DataFrame], routed: DataFrame | list[Any]
-    ) -> tuple[Keys, DataFrame, DataFrame]:
+    ) -> tuple[Keys, DataFrame, DataFrame, DataFrame | None]:
         """The affected left keys (materialised, counted, their range), their left rows and the
-        right rows those reference: found on the driver when they are few (lookups.py)."""
+        right rows those reference: found on the driver when they are few (lookups.py). With
+        `ctx.derive_previous`, also their left rows at the previous pins, and the right rows
+        read include those these reference."""
         left_changes = changes[self.left.name]
         found = ctx.affected_on_driver(self.left, left_changes, routed) if isinstance(routed, list) else None
-        right_rows = None
         if found is not None:
             keys, left_rows = found
-            right_rows = ctx.referenced_on_driver(self.right, left_rows, self.join.fk)
         else:
             routed_keys = ctx.keys_frame(self.left, routed) if isinstance(routed, list) else routed
             keys = materialised(affected_keys(left_changes, routed_keys, self.left.key), self.left.key)
@@ -176,12 +188,21 @@ class FkJoinView(ViewKindLogic):
             # Materialised once, one row per key (rows_of checks it): the join and the routes
             # reuse them.
             left_rows = ctx.rows_of(self.left, affected, left_changes, bounds)
+        left_before, referring = None, left_rows
+        if ctx.derive_previous:
+            left_before = previous_rows(left_rows, left_changes, self.left.key)
+            # A left row whose fk moved references at the previous pins a right row no left
+            # row references now: one read of the right rows serves both.
+            referring = left_rows.select(self.join.fk).unionByName(left_before.select(self.join.fk))
+        right_rows = None
+        if found is not None:
+            right_rows = ctx.referenced_on_driver(self.right, referring, self.join.fk)
         if right_rows is None:
             right_rows = ctx.unique_rows(
-                referenced_right_rows(ctx.snapshot(self.right), left_rows, self.join.fk, self.right.key),
+                referenced_right_rows(ctx.snapshot(self.right), referring, self.join.fk, self.right.key),
                 self.right,
             )
-        return keys, left_rows, right_rows
+        return keys, left_rows, right_rows, left_before
 
     def write_state(self, ctx: BatchContext, rebuilt: Rebuilt) -> None:
         """No state to write (see the class)."""

@@ -19,3 +19,14 @@ def referenced_right_rows(right: DataFrame, left_rows: DataFrame, fk: str, right
 
     wanted = left_rows.select(F.col(fk).alias(_WANTED)).where(F.col(_WANTED).isNotNull()).distinct()
     return right.join(F.broadcast(wanted), right[right_key] == wanted[_WANTED], how="left_semi")
+
+
+def previous_rows(rows: DataFrame, changes: DataFrame, key: str) -> DataFrame:
+    """`rows` of a source at the pin as they were at the previous batch's pins: the rows of
+    the keys that changed since (`changes`, the source's net change) are their rows before the
+    change, or none where the key had no row; the others are as they are. The keys of `changes`
+    must be among those `rows` was read for, or have no row at the pin."""
+    from lakejoin.delta.change_feed import before_rows
+
+    unchanged = rows.join(changes.select(key), on=key, how="left_anti")
+    return unchanged.unionByName(before_rows(changes).select(*rows.columns))
