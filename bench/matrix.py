@@ -23,13 +23,15 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 # lakejoin creates its tables with deletion vectors on and lays them out by key; the _nodv variants
-# turn deletion vectors off, inc_noranges the key ranges (lakejoin before they came).
+# turn deletion vectors off, inc_noranges the key ranges (lakejoin before they came), inc_merge
+# the one-commit upsert (the write before issue 37, measured the same day as the upsert).
 INC_LAYOUTS = {
     "inc": Layout(),
     "inc_nodv": Layout(deletion_vectors=False),
     "inc_clustered": Layout(clustered=True),
     "inc_nodv_clustered": Layout(deletion_vectors=False, clustered=True),
     "inc_noranges": Layout(key_ranges=False),
+    "inc_merge": Layout(key_upsert=False),  # lakejoin's write before issue 37: Delta's MERGE
 }
 # inc_nofallback and inc_alwaysfull pin the fan-out choice (threshold 1 and 0), to judge the default's.
 VARIANTS = ("full", "naive", *INC_LAYOUTS, "inc_nofallback", "inc_alwaysfull", "floor", "per_record")

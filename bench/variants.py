@@ -62,6 +62,7 @@ class Layout:
     deletion_vectors: bool = True  # lakejoin's default for the tables it creates
     clustered: bool = False  # OPTIMIZE (liquid clustering by the key) after the first batch
     key_ranges: bool = True  # lakejoin's default: tables laid out by key, batches read by key range
+    key_upsert: bool = True  # lakejoin's default: the one-commit upsert writes what it can (issue 37)
 
 
 @dataclass
@@ -171,17 +172,20 @@ class Incremental(Variant):
 
     @contextmanager
     def key_ranges(self, spark: SparkSession) -> Iterator[None]:
-        """lakejoin's key ranges as the layout says (the session's setting is put back after)."""
-        from lakejoin.delta.key_ranges import ENABLED
+        """lakejoin's key ranges and its write as the layout says (the session's settings are
+        put back after)."""
+        from lakejoin.delta import key_ranges
+        from lakejoin.sink import key_upsert
 
-        if self.layout.key_ranges:
-            yield
-            return
-        spark.conf.set(ENABLED, "false")
+        off = [key_ranges.ENABLED] if not self.layout.key_ranges else []
+        off += [key_upsert.ENABLED] if not self.layout.key_upsert else []
+        for name in off:
+            spark.conf.set(name, "false")
         try:
             yield
         finally:
-            spark.conf.unset(ENABLED)
+            for name in off:
+                spark.conf.unset(name)
 
     def view_run(self, view: str, summary: BatchSummary, wall: float, before: int) -> ViewRun:
         metrics = summary.kind_metrics

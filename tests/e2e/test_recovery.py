@@ -27,6 +27,7 @@ from lakejoin.engine.batch import BatchOutcome, batch_log
 from lakejoin.engine.pending import pending_work
 from lakejoin.engine.write import state_path
 from lakejoin.errors import BatchStateError, QualityCheckError
+from lakejoin.sink import key_upsert
 from lakejoin.sink.choice import ONE_MERGE_MAX_KEYS, delete_changed, driver_merge
 from tests.lakehouse import (
     CLI_TIMEOUT,
@@ -41,9 +42,12 @@ from tests.lakehouse import (
 # which is otherwise one MERGE from the driver: deleting the keys whose row changed, then
 # appending their rows (delete_changed.py), and the split write (a MERGE of the keys the output
 # holds, then an append of the new ones), which takes the batches that write does not suit.
-DELETE_CHANGED = {ONE_MERGE_MAX_KEYS: "0", driver_merge.MAX_KEYS: "0"}
+# The one-commit upsert (sink/key_upsert.py), which takes an fk_join's batch of many keys, is
+# off for those two; `UPSERT` forces it for a batch of a few keys.
+UPSERT = {driver_merge.MAX_KEYS: "0"}
+DELETE_CHANGED = UPSERT | {ONE_MERGE_MAX_KEYS: "0", key_upsert.ENABLED: "false"}
 SPLIT = DELETE_CHANGED | {delete_changed.ENABLED: "false"}
-TWO_COMMITS = {"split": SPLIT, "delete_changed": DELETE_CHANGED}
+FORCED = {"split": SPLIT, "delete_changed": DELETE_CHANGED, "upsert": UPSERT}
 
 pytestmark = pytest.mark.e2e
 
@@ -226,6 +230,8 @@ def test_only_maintenance_commits_are_nothing_new_and_history_is_read_newest_fir
         ("between_output_commits", "split"),
         ("between_output_commits", "delete_changed"),
         ("after_output_commit", None),
+        ("before_upsert_commit", "upsert"),
+        ("after_output_commit", "upsert"),
     ],
 )
 def test_a_batch_killed_at_a_commit_point_ends_exact_on_the_next_run(lake, point, write):
@@ -239,25 +245,35 @@ def test_a_batch_killed_at_a_commit_point_ends_exact_on_the_next_run(lake, point
       newer versions;
     - killed between its two output commits: the next run finishes batch 2 on exactly the
       versions its first commit recorded (Delta skips that commit), then batch 3 follows;
-    - killed after its batch commit (one MERGE), before its log row: batch 2 happened; the next
-      plan rebuilds its log row from the output's log and runs batch 3."""
+    - killed after its batch commit (one MERGE, or the one-commit upsert's), before its log
+      row: batch 2 happened; the next plan rebuilds its log row from the output's log and runs
+      batch 3;
+    - killed in the upsert after it wrote its files, before it committed them: nothing of the
+      batch is visible (its files are in no commit); the next run plans afresh."""
     spec = seeded(lake)
     assert lake.run(spec, checks=False).batch_id == 1
     change_everything_once(lake)
     before = versions(spec)
 
-    crashed = run_cli_with_failpoint(spec.file, point, conf=TWO_COMMITS.get(write or ""))
+    crashed = run_cli_with_failpoint(spec.file, point, conf=FORCED.get(write or ""))
 
     assert crashed.returncode == -signal.SIGKILL, crashed.stdout + crashed.stderr
     after_crash = versions(spec)
     assert after_crash["log"] == before["log"]  # the log row comes last
     assert after_crash["state"] == before["state"] == -1  # fk_join keeps no state table
-    expected_txn = {"after_state_write": 3, "between_output_commits": 4, "after_output_commit": 5}[point]
+    expected_txn = {
+        "after_state_write": 3,
+        "before_upsert_commit": 3,
+        "between_output_commits": 4,
+        "after_output_commit": 5,
+    }[point]
     assert output_txn(spec) == expected_txn
     assert after_crash["output"] == before["output"] + {3: 0, 4: 1, 5: 1}[expected_txn]
-    if write is not None:  # the first of the two commits is the write's own
-        first = DeltaTable(spec.views[VIEW].path).history(1)[0]["operation"]
-        assert first == {"split": "MERGE", "delete_changed": "DELETE"}[write]
+    last = DeltaTable(spec.views[VIEW].path).history(1)[0]
+    if point == "between_output_commits":  # the first of the two commits is the write's own
+        assert last["operation"] == {"split": "MERGE", "delete_changed": "DELETE"}[write]
+    if write == "upsert" and point == "after_output_commit":
+        assert (last.get("tags") or {}).get(key_upsert.TAG) == key_upsert.TAG_VALUE
     crash_pins = {"products": version(lake.path("products")), "merchants": version(lake.path("merchants"))}
 
     change_after_the_crash(lake)  # they belong to a later batch than the one the crash cut

@@ -254,7 +254,7 @@ PROBED = {
         "public scala.collection.immutable.Seq org.apache.spark.sql.delta.OptimisticTransaction.writeFiles("
         "org.apache.spark.sql.Dataset)",
         "public long org.apache.spark.sql.delta.OptimisticTransaction.commit(scala.collection.immutable.Seq,"
-        "org.apache.spark.sql.delta.DeltaOperations$Operation)",
+        "org.apache.spark.sql.delta.DeltaOperations$Operation,scala.collection.immutable.Map)",
         "public void org.apache.spark.sql.delta.OptimisticTransaction.registerSQLMetrics("
         "org.apache.spark.sql.SparkSession,scala.collection.immutable.Map)",
         "public long org.apache.spark.sql.delta.OptimisticTransaction.txnVersion(java.lang.String)",

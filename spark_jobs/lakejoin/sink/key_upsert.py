@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta.key_ranges import ROWS_PER_FILE
-from lakejoin.delta.markers import OutputCommit, current_txn, stamped
+from lakejoin.delta.markers import OutputCommit, current_txn, failpoint, stamped
 from lakejoin.errors import BatchStateError
 from lakejoin.sink.key_upsert_jvm import ConcurrentCommitError, Target, conflict, open_target
 from lakejoin.sink.key_upsert_rules import (
@@ -353,6 +353,7 @@ def _commit(target: Target, actions: Any, commit: OutputCommit | None) -> int:
     )
     # The commit's tags say which write made it (commitInfo.tags; history shows them).
     tags = jvm.smap({TAG: TAG_VALUE})
+    failpoint("before_upsert_commit")  # its files are written, none is in a commit yet
     try:
         if commit is None:
             return int(target.txn.commit(actions, operation, tags))
