@@ -32,6 +32,10 @@ FLOOR_MEDIAN_LIMIT = 10.0
 CROSSOVER_LIMIT = 5_000_000  # orders: INC < FULL at 1 % from this size on, facts and fk_side
 CROSSOVER_SCENARIOS = ("facts", "fk_side")
 FALLBACK_SHARE = 0.9
+# The write phase of each changed order view at the largest size, 1 % facts, against that view's
+# FULL in the same batch (issue 37).
+ORDER_VIEWS = ("orders_customers", "orders_enriched", "skewed_orders_customers")
+WRITE_SHARE_LIMIT = 0.2
 MATRIX = "matrix"  # what the entries' `batch` field starts with (fixed_cost's entries keep theirs)
 
 
@@ -62,6 +66,18 @@ def _ratio(v: dict[str, dict[str, Any]], of: str) -> float | None:
     return inc / other if inc is not None and other else None
 
 
+def write_share(v: dict[str, dict[str, Any]]) -> float | None:
+    """The largest share of an order view's FULL seconds its INC write phase took in one batch
+    (None: the batch recorded no phases of its views, as runs before issue 37 did not)."""
+    inc, full = v.get("inc", {}).get("views") or {}, v.get("full", {}).get("views") or {}
+    shares = [
+        inc[view]["phases"]["merge"] / full[view]["seconds"]
+        for view in ORDER_VIEWS
+        if "merge" in (inc.get(view, {}).get("phases") or {}) and full.get(view, {}).get("seconds")
+    ]
+    return max(shares) if shares else None
+
+
 def entries(table: Table, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One entry per target, judged on the protocol version 2 batches of `table` (side runs left
     out by the caller); a target nothing measured has `measured` None and is not met."""
@@ -90,6 +106,16 @@ def entries(table: Table, records: list[dict[str, Any]]) -> list[dict[str, Any]]
         measured = _ratio(v, "full")
         point = [(largest, v["inc"]["batch"])] if measured is not None else []
         add(f"INC/FULL, {scenario} at {rate:.1%}, {largest / 1e6:g} M orders", measured, limit, point)
+
+    v = points.get((largest, "facts", 0.01), {})
+    share = write_share(v)
+    add(
+        f"write phase of a changed order view, facts at 1.0%, {largest / 1e6:g} M orders: slowest "
+        "view's write as a share of its FULL in the same batch",
+        share,
+        WRITE_SHARE_LIMIT,
+        [(largest, v["inc"]["batch"])] if share is not None else [],
+    )
 
     floors = [(r, (o, v["inc"]["batch"])) for (o, _, _), v in points.items() if (r := _ratio(v, "floor"))]
     median = statistics.median(r for r, _ in floors) if floors else None

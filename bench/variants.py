@@ -45,6 +45,7 @@ class ViewRun:
     strategy: str = ""  # a view with a fan-out fallback: "incremental" or "full"
     output: tuple[str, int, int] | None = None  # (path, version before, version after)
     reads: dict[str, tuple[str, int, int]] = field(default_factory=dict)  # source -> (path, first, last)
+    phases: dict[str, float] = field(default_factory=dict)  # INC: the view's seconds by phase
 
 
 @dataclass
@@ -198,7 +199,8 @@ class Incremental(Variant):
             for name, last in summary.pinned_versions.items()
             if name in self.spec.sources and name in spec_view.inputs
         }
-        run = ViewRun(wall, summary.affected_keys, strategy, reads=reads)
+        phases = {PHASES.get(p, p): round(s, 3) for p, s in summary.phase_seconds.items()}
+        run = ViewRun(wall, summary.affected_keys, strategy, reads=reads, phases=phases)
         if summary.output_version is not None and summary.output_applied:
             run.output = (spec_view.path, before, summary.output_version)
         return run
