@@ -230,6 +230,19 @@ def test_a_table_with_row_tracking_is_declined_and_left_alone(spark, tmp_path):
     assert len(notes) == 1 and "row ids" in notes[0] and "public MERGE" in notes[0]
 
 
+def test_an_insert_of_a_key_the_table_holds_is_declined(spark, tmp_path):
+    """A batch of inserts only is checked too: the table holding one of its keys (someone wrote
+    it there) means the batch's old rows are not the table's, and the public MERGE writes it."""
+    path = str(tmp_path / "out")
+    held = {k: ("a", 1.0, []) for k in range(5)}
+    create(spark, path, held)
+    notes: list[str] = []
+    thought = {k: v for k, v in held.items() if k != 3}  # the batch believes key 3 absent
+    assert upsert(spark, path, thought, held, note=notes.append) is None
+    assert version(path) == 1
+    assert "1 keys the batch inserts" in notes[0]
+
+
 def test_classes_not_found_decline_the_upsert(spark, tmp_path, monkeypatch):
     """A Delta without the members the upsert calls (another version) declines it, once checked."""
     from lakejoin.sink import key_upsert_jvm

@@ -43,6 +43,12 @@ def feed(spark, changes: list[tuple]):
         pytest.param(
             [("k", "a", PRE, 2), ("k", "b", POST, 2)], [("k", "b", "upsert", 2)], id="preimage_dropped"
         ),
+        # UPDATE ... SET id = 'j' WHERE id = 'k': the pre-image is k's, the post-image j's.
+        pytest.param(
+            [("k", "a", INS, 1), ("k", "a", PRE, 2), ("j", "a", POST, 2)],
+            [("k", "a", "delete", 2), ("j", "a", "upsert", 2)],
+            id="an_update_of_the_key_itself",
+        ),
         pytest.param(
             [("k", "a", INS, 1), ("k", "a", DEL, 2), ("k", "z", INS, 3)],
             [("k", "z", "upsert", 3)],

@@ -79,8 +79,10 @@ def net_changes(change_feed: DataFrame, key: str) -> DataFrame:
         unchanged = unchanged & _comparable(rows, c, was).eqNullSafe(_comparable(rows, c, F.col(c)))
     changed = (
         F.when(F.col(_SIDE) == 1, ~(next_to(-1, 0) & unchanged))
-        .when(kind == "delete", ~next_to(1, 1))
-        .otherwise(F.lit(False))  # a pre-image: its post-image is the commit's outcome
+        # A delete, or a pre-image: the commit's new row of the key decides, and without one
+        # the key went (a delete, or an UPDATE that changed the key itself: its post-image is
+        # another key's).
+        .otherwise(~next_to(1, 1))
     )
     latest_first = Window.partitionBy(key).orderBy(F.col(VERSION).desc(), F.col(_SIDE).desc())
     # The first row in commit order is the row the range's first write of the key found (its
@@ -96,7 +98,7 @@ def net_changes(change_feed: DataFrame, key: str) -> DataFrame:
         .where(F.col("_lj_rank") == 1)
         .select(
             *data_columns,
-            F.when(kind == "delete", F.lit(ChangeKind.DELETE.value))
+            F.when(F.col(_SIDE) == 0, F.lit(ChangeKind.DELETE.value))
             .otherwise(F.lit(ChangeKind.UPSERT.value))
             .alias(CHANGE),
             F.col(VERSION),

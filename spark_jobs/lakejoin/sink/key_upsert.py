@@ -68,7 +68,6 @@ log = logging.getLogger(__name__)
 # A guess: measure filterFiles with 150,000 keys (recipe §9.7).
 MAX_RANGES = 32
 FILE, ROW, INSERTED = "_lj_file", "_lj_row", "_lj_inserted"
-OLD_KINDS = (ChangeType.UPDATE_PREIMAGE.value, ChangeType.DELETE.value)
 NEW_KINDS = (ChangeType.INSERT.value, ChangeType.UPDATE_POSTIMAGE.value)
 
 
@@ -88,8 +87,9 @@ def upsert(
     `commit` the commit is the batch commit (delta/markers.py), else it carries the txn of the
     `idempotent` block the session is in.
 
-    None, after `note(why)`: Delta or the table is not one this write handles, or the table's
-    rows of the changed keys are not the ones `changes` says it holds; nothing was committed,
+    None, after `note(why)`: Delta or the table is not one this write handles, or the table
+    does not hold one row for each key `changes` updates or deletes, or holds a key it
+    inserts (rows are counted by key, their values not compared); nothing was committed,
     and the caller writes the batch with the public MERGE. Raises ConcurrentCommitError when
     another commit won, BatchStateError when `changes` is no set of change rows (nothing
     committed either way)."""
@@ -134,8 +134,9 @@ def _decline(path: str, why: str, note: Callable[[str], None] | None) -> None:
 
 def _materialised(target: Target, changes: DataFrame) -> tuple[DataFrame, ChangeCounts, list[Any] | None]:
     """The change rows materialised once and counted by kind in that job, and the distinct
-    values of the key's first column among the old rows (None: a type whose values may not
-    come back from Python as the same literal, so nothing to prune files by)."""
+    values of the key's first column among the keys the batch changes but for its updates'
+    new rows (None: a type whose values may not come back from Python as the same literal, so
+    nothing to prune files by)."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
     from pyspark.sql.types import DateType, DecimalType, IntegralType, StringType
@@ -158,9 +159,9 @@ def _materialised(target: Target, changes: DataFrame) -> tuple[DataFrame, Change
         unknown=int(got["rows"]) - sum(known.values()),
     )
     exact = (IntegralType, StringType, DateType, DecimalType)
-    if not counts.old_rows or not isinstance(target.field(target.key[0]).dataType, exact):
+    if not counts.keys or not isinstance(target.field(target.key[0]).dataType, exact):
         return frame, counts, None
-    old = frame.where(kind.isin(*OLD_KINDS)).select(_column(target.key[0])).distinct()
+    old = frame.where(kind != ChangeType.UPDATE_POSTIMAGE.value).select(_column(target.key[0])).distinct()
     return frame, counts, [row[0] for row in old.collect()]
 
 
@@ -184,7 +185,7 @@ def _apply(
     txn.trackReadPredicates(jvm.seq([jvm.true]), False, True)
     actions: Any = jvm.seq([])
     dv: dict[str, int] = {}
-    if counts.old_rows:
+    if counts.old_rows or counts.inserts:  # inserts too: the table must not hold their keys
         actions, dv = _mark_old_rows(target, frame, old_keys, counts)
     scanned = time.monotonic()
     written, files = jvm.seq([]), WrittenFiles()
@@ -206,8 +207,9 @@ def _mark_old_rows(
     target: Target, frame: DataFrame, old_keys: list[Any] | None, counts: ChangeCounts
 ) -> tuple[Any, dict[str, int]]:
     """Deletion vectors over the table's rows of the updated and deleted keys, found by a scan
-    of the key column of the files that may hold them: the actions that commit them, and
-    processUnmodifiedData's counts (MERGE with deletion vectors takes the same steps)."""
+    of the key column of the files that may hold them or an inserted key: the actions that
+    commit them, and processUnmodifiedData's counts (MERGE with deletion vectors takes the same
+    steps). A batch of inserts only writes no deletion vector; its scan checks their keys."""
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
 
@@ -216,13 +218,15 @@ def _mark_old_rows(
     predicate = _old_key_predicate(target, old_keys)
     # keepNumRecords: without the files' row counts no file is ever seen as wholly deleted.
     candidates = txn.filterFiles(jvm.seq([_resolved(target, snapshot, predicate)]), True)
-    log.debug("%s: the old rows' keys fall in %d of the table's files", target.path, candidates.size())
+    log.debug("%s: the batch's keys fall in %d of the table's files", target.path, candidates.size())
     index = jvm.delta.files.TahoeBatchFileIndex(
         jvm.session, "merge", candidates, target.delta_log, data_path, snapshot, False
     )
     plan = target.delta_log.createDataFrame(snapshot, candidates, False, jvm.some("merge"))
     scan = helper.createTargetDfForScanningForMatches(jvm.session, plan.queryExecution().analyzed(), index)
     matched = _matched_old_rows(target, DataFrame(scan, target.spark), frame)
+    if not counts.old_rows:
+        return jvm.seq([]), {}
     results = jvm.commands.DeletionVectorBitmapGenerator.buildRowIndexSetsForFilesMatchingCondition(
         jvm.session,
         txn,
@@ -250,7 +254,7 @@ def _mark_old_rows(
 
 
 def _old_key_predicate(target: Target, old_keys: list[Any] | None) -> Column:
-    """True on every row whose first key column is in one of the old keys' ranges: an OR of
+    """True on every row whose first key column is in one of the batch keys' ranges: an OR of
     ranges, on which Delta skips files by their statistics (it reduces an IN list to one range,
     from the least key to the greatest, which random keys make the whole table)."""
     from pyspark.sql import functions as F
@@ -289,7 +293,7 @@ def _matched_old_rows(target: Target, scan: DataFrame, frame: DataFrame) -> Data
 
     key, kind = [_column(k) for k in target.key], F.col(CHANGE_TYPE)
     # One row per key (a post-image names its pre-image's key), inserts too: an insert of a key
-    # the scanned files hold would leave the key two rows. Files pruned away are not checked.
+    # the table holds would leave the key two rows. The files pruned away hold none of them.
     batch_keys = frame.where(kind != ChangeType.UPDATE_POSTIMAGE.value).select(
         *key, (kind == ChangeType.INSERT.value).alias(INSERTED)
     )
