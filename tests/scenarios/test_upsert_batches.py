@@ -52,6 +52,16 @@ def changes_of(lake, spec, version: int) -> list[tuple[str, str]]:
     return sorted((r["product_id"], r["_change_type"]) for r in lake.output_changes(spec, version))
 
 
+def merged_with_a_note(lake, spec) -> str:
+    """Run a batch of many keys that the upsert declines: the public MERGE writes it, exact;
+    the batch's note on its output."""
+    with many_keys(lake.spark):
+        summary = lake.run(spec)
+    assert lake.output(spec) == lake.expected(spec)
+    assert written_by(lake, spec) == "MERGE"
+    return summary.notes["output"]
+
+
 def shop(lake):
     lake.create("merchants", MERCHANTS, [ACME, BOLT])
     lake.create("products", PRODUCTS, PRODUCT_ROWS)
@@ -114,12 +124,8 @@ def test_an_output_with_row_tracking_is_written_by_the_public_merge(lake):
     lake.spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableRowTracking' = 'true')")
     lake.upsert("products", "product_id", [("p1", "pen", 9.0, "m2")])
 
-    with many_keys(lake.spark):
-        summary = lake.run(spec)
-
-    assert lake.output(spec) == lake.expected(spec)
-    assert written_by(lake, spec) == "MERGE"
-    assert "row ids" in summary.notes["output"] and "public MERGE" in summary.notes["output"]
+    note = merged_with_a_note(lake, spec)
+    assert "row ids" in note and "public MERGE" in note
 
 
 def test_a_delta_without_the_classes_takes_the_public_merge(lake, monkeypatch):
@@ -130,12 +136,7 @@ def test_a_delta_without_the_classes_takes_the_public_merge(lake, monkeypatch):
     monkeypatch.setattr(key_upsert_jvm, "DELTA_VERSION", "9.9.9")
     lake.upsert("products", "product_id", [("p1", "pen", 9.0, "m2")])
 
-    with many_keys(lake.spark):
-        summary = lake.run(spec)
-
-    assert lake.output(spec) == lake.expected(spec)
-    assert written_by(lake, spec) == "MERGE"
-    assert "built for 9.9.9" in summary.notes["output"]
+    assert "built for 9.9.9" in merged_with_a_note(lake, spec)
 
 
 def test_an_output_someone_edited_is_mended_by_the_public_merge(lake):
@@ -148,12 +149,7 @@ def test_an_output_someone_edited_is_mended_by_the_public_merge(lake):
     DeltaTable.forPath(lake.spark, spec.views[VIEW].path).delete("product_id = 'p1'")
     lake.upsert("products", "product_id", [("p1", "pen", 9.0, "m2")])
 
-    with many_keys(lake.spark):
-        summary = lake.run(spec)
-
-    assert lake.output(spec) == lake.expected(spec)
-    assert written_by(lake, spec) == "MERGE"
-    assert "not the batch's old rows" in summary.notes["output"]
+    assert "not the batch's old rows" in merged_with_a_note(lake, spec)
 
 
 @pytest.mark.parametrize("mode", ["propagate", "lookup"])

@@ -130,6 +130,12 @@ LAKEJOIN = {"changeDataFeed", "deletionVectors", "appendOnly", "invariants"}  # 
 ON = {"delta.enableChangeDataFeed": "true", "delta.enableDeletionVectors": "true"}
 
 
+def assert_each_named(reasons, refused):
+    """One reason for each expected refusal, in order, each holding its words."""
+    assert len(reasons) == len(refused)
+    assert all(part in reason for part, reason in zip(refused, reasons, strict=True))
+
+
 @pytest.mark.parametrize(
     ("features", "configuration", "partitions", "refused"),
     [
@@ -175,8 +181,7 @@ ON = {"delta.enableChangeDataFeed": "true", "delta.enableDeletionVectors": "true
 def test_the_upsert_refuses_a_table_it_does_not_handle(features, configuration, partitions, refused):
     reasons = table_refusals(features, configuration, partitions)
 
-    assert len(reasons) == len(refused)
-    assert all(part in reason for part, reason in zip(refused, reasons, strict=True))
+    assert_each_named(reasons, refused)
 
 
 @pytest.mark.parametrize(
@@ -207,8 +212,7 @@ def test_the_upsert_refuses_a_table_it_does_not_handle(features, configuration, 
 def test_the_rows_must_be_the_tables_columns_and_name_nothing_delta_uses(table, columns, key, refused):
     reasons = column_refusals(table, columns, key)
 
-    assert len(reasons) == len(refused)
-    assert all(part in reason for part, reason in zip(refused, reasons, strict=True))
+    assert_each_named(reasons, refused)
 
 
 def test_the_table_is_read_from_its_log_actions():
