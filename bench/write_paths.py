@@ -6,16 +6,15 @@ write on its own, outside lakejoin: one wide table, one change batch, several wa
 Every way starts from the same table version (RESTORE between them) and must leave the same
 rows: the script checks that by count and hash and exits 1 when one does not.
 
-- `split`: lakejoin's write today (sink/choice.merge_by_key): probe the keys the table holds, MERGE
-  those (update a row only when a value differs, delete), append the new keys;
+- `merge`: Delta's public MERGE as lakejoin runs it (sink/choice.merge_by_key), its write of a
+  batch the upsert declines: update a row only when a value differs, delete, insert;
 - `driver`: one delta-rs MERGE from the driver, lakejoin's write of a batch of few keys
   (driver_merge.py), forced at any size;
 - `delete_append`: MERGE that deletes every batch key the table holds, then append every
   surviving row: no value is compared, so an unchanged row is rewritten (a spurious change);
-- `delete_changed`: lakejoin's write of many keys into a large output (delete_changed.py): the
-  keys' old rows read on the driver with delta-rs and compared with the batch, Spark's DELETE of
-  the keys whose row changed or went, an append of the changed and new rows (no unchanged row
-  touched);
+- `upsert`: lakejoin's write of many keys into a large output (key_upsert.py), one commit whose
+  only read of the table is the key column; its change rows (which lakejoin derives from the
+  inputs) are made from the table before the clock starts;
 - each with the table's Change Data Feed on and off: the feed makes Delta write the preimage of
   every updated or deleted row, so it must read their whole rows.
 """
@@ -75,10 +74,10 @@ def change_batch(spark: SparkSession, rows: int, rate: float, seed: int) -> Data
     )
 
 
-def split(spark: SparkSession, path: str, batch: DataFrame, columns: list[str]) -> None:
+def merge(spark: SparkSession, path: str, batch: DataFrame, columns: list[str]) -> None:
     from lakejoin.sink.choice import ONE_MERGE_MAX_KEYS, driver_merge, merge_by_key
 
-    spark.conf.set(ONE_MERGE_MAX_KEYS, "0")  # the split write, whatever the batch's size
+    spark.conf.set(ONE_MERGE_MAX_KEYS, "0")  # Spark's one MERGE, whatever the batch's size
     spark.conf.set(driver_merge.MAX_KEYS, "0")
     merge_by_key(spark, path, batch, [KEY], columns, full=False)
 
@@ -110,28 +109,27 @@ def delete_append(spark: SparkSession, path: str, batch: DataFrame, columns: lis
     batch.where(F.col(KEEP)).select(*columns).write.format("delta").mode("append").save(path)
 
 
-def delete_changed(spark: SparkSession, path: str, batch: DataFrame, columns: list[str]) -> None:
-    """lakejoin's write of a batch of many keys into a large output (delete_changed.py): the
-    keys' old rows read on the driver and compared with the batch; Spark's DELETE of the keys
-    whose row changed or went, an append of the changed and new rows. An unchanged row is not
-    touched; an update shows in the feed as a delete and an insert. Stamped as a batch of an
-    app of its own, so that every run applies."""
-    import uuid
+def upsert_changes(spark: SparkSession, path: str, batch: DataFrame, columns: list[str]) -> DataFrame:
+    """The batch as change rows against the table's rows of its keys (lakejoin derives those
+    old rows from its inputs; here they are read, before the clock starts)."""
+    from pyspark.sql import functions as F
 
-    from lakejoin.delta.markers import FINAL, PRE, BatchMarker, OutputCommit
-    from lakejoin.delta.records import BatchMode
-    from lakejoin.sink import delete_changed as write
+    from lakejoin.sink.choice import KEEP, change_rows
 
-    def marker(part: str) -> BatchMarker:
-        return BatchMarker(1, part, BatchMode.INCREMENTAL, {}, {})
-
-    commit = OutputCommit(f"bench.{uuid.uuid4().hex}", marker(PRE), marker(FINAL))
-    keyed = batch.localCheckpoint()
-    keys = sorted(row[0] for row in keyed.select(KEY).collect())
-    assert write.write(spark, path, keyed, keys, columns, KEY, commit) is not None
+    old = spark.read.format("delta").load(path).join(F.broadcast(batch.select(KEY)), on=KEY, how="left_semi")
+    return change_rows(
+        batch.where(F.col(KEEP)).select(*columns), old.select(*columns), [KEY]
+    ).localCheckpoint()
 
 
-WAYS = {"split": split, "driver": driver, "delete_append": delete_append, "delete_changed": delete_changed}
+def upsert(spark: SparkSession, path: str, changes: DataFrame, columns: list[str]) -> None:
+    """lakejoin's one-commit upsert (key_upsert.py) of change rows made beforehand."""
+    from lakejoin.sink import key_upsert
+
+    assert key_upsert.upsert(spark, path, changes, [KEY], columns, None) is not None
+
+
+WAYS = {"merge": merge, "driver": driver, "delete_append": delete_append, "upsert": upsert}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -176,13 +174,16 @@ def main(argv: list[str] | None = None) -> int:
             )
             rows.repartition(16).write.format("delta").mode("append").save(path)
         for name in args.ways.split(","):
+            if name == "upsert" and not feed:
+                continue  # the upsert writes tables whose change feed is on (key_upsert_rules.py)
             way = WAYS[name]
             seconds = float("inf")
             for _ in range(args.repeat):  # the first run also pays the JVM's warm-up
                 spark.sql(f"RESTORE TABLE delta.`{path}` TO VERSION AS OF 1")
                 before = latest_version(spark, path, role="write_paths table")
+                given = upsert_changes(spark, path, batch, columns) if name == "upsert" else batch
                 started = time.perf_counter()
-                way(spark, path, batch, columns)
+                way(spark, path, given, columns)
                 seconds = min(seconds, time.perf_counter() - started)
             history = DeltaTable.forPath(spark, path).history().where(f"version > {before}").collect()
             metrics = [operation_metrics({"operationMetrics": h["operationMetrics"] or {}}) for h in history]

@@ -96,18 +96,20 @@ def lookup_path(spark, number: int) -> Iterator[None]:  # noqa: ANN001
       from the driver);
     - 1: the few keys' rows read on the driver (lookups.py), the same write;
     - 2: Spark's lookups, and the write of a batch of many keys into a large table forced: the
-      one-commit upsert (sink/key_upsert.py) where the view kind derives the affected keys'
-      rows at the previous pins (fk_join, enrich's propagate mode), else the split write (a
-      MERGE of the keys a table holds, an append of the new ones);
-    - 3: driver lookups, and the same forced write; where there is no upsert, the output
-      written by deleting the changed keys and appending their rows (delete_changed.py)."""
+      one-commit upsert (sink/key_upsert.py), from the affected keys' rows at the previous pins
+      the view kind derives;
+    - 3: driver lookups, and the public MERGE forced, the write of every batch the upsert
+      declines."""
     from lakejoin.delta import lookups
+    from lakejoin.sink import key_upsert
     from lakejoin.sink.choice import ONE_MERGE_MAX_KEYS, driver_merge
 
     route = number % 4
     conf = {lookups.ENABLED: "true" if route % 2 else "false"}
     if route >= 2:
         conf |= {ONE_MERGE_MAX_KEYS: "0", driver_merge.MAX_KEYS: "0"}
+    if route == 3:
+        conf |= {key_upsert.ENABLED: "false"}
     for name, value in conf.items():
         spark.conf.set(name, value)
     try:

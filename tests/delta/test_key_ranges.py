@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shutil
 from contextlib import ExitStack, contextmanager
-from functools import partial
 from pathlib import Path
 
 import pytest
@@ -176,13 +175,8 @@ def test_a_batch_of_a_few_scattered_keys_is_one_merge_that_reads_only_their_file
 ):
     """Keys 5, 505 and 1000 span the whole key range, yet the MERGE lists them, so Delta reads
     only the files that hold them; its one commit updates, deletes and inserts, and the change
-    feed holds those three keys only. Forced to split, the same batch takes two commits."""
-    from pyspark.sql import functions as F
-
-    from lakejoin.delta.markers import FINAL, PRE, BatchMarker, OutputCommit
-    from lakejoin.delta.records import BatchMode
+    feed holds those three keys only."""
     from lakejoin.delta.sources import latest_version
-    from lakejoin.sink.choice import ONE_MERGE_MAX_KEYS, delete_changed, driver_merge
 
     path = filled(spark, tmp_path, monkeypatch)
     before = latest_version(spark, path, role=path)
@@ -201,22 +195,6 @@ def test_a_batch_of_a_few_scattered_keys_is_one_merge_that_reads_only_their_file
         (505, "delete"),
         (1000, "insert"),
     ]
-
-    # The split write is an output's (a write without a batch commit is one MERGE).
-    marker = partial(BatchMarker, 1, mode=BatchMode.INCREMENTAL, start_versions={}, pinned_versions={})
-    commit = OutputCommit("test.split", marker(part=PRE), marker(part=FINAL))
-    forced = {ONE_MERGE_MAX_KEYS: "0", driver_merge.MAX_KEYS: "0", delete_changed.ENABLED: "false"}
-    for name, value in forced.items():
-        spark.conf.set(name, value)
-    try:
-        again = batch.select("id", (F.col("v") + 1).alias("v"), F.lit(True).alias(KEEP))
-        split = merge_by_key(spark, path, again, ["id"], ["id", "v"], full=False, commit=commit)
-    finally:
-        for name in forced:
-            spark.conf.unset(name)
-    assert (split.inserted, split.updated, split.deleted) == (1, 2, 0)
-    assert latest_version(spark, path, role=path) == before + 3  # the MERGE, then the append
-    assert rows_by_key(spark, path)[505] == 1 and rows_by_key(spark, path)[1000] == 2
 
 
 def test_without_key_ranges_the_same_batch_reads_every_file(spark, tmp_path, monkeypatch):

@@ -28,26 +28,19 @@ from lakejoin.engine.pending import pending_work
 from lakejoin.engine.write import state_path
 from lakejoin.errors import BatchStateError, QualityCheckError
 from lakejoin.sink import key_upsert
-from lakejoin.sink.choice import ONE_MERGE_MAX_KEYS, delete_changed, driver_merge
+from lakejoin.sink.choice import driver_merge
 from tests.lakehouse import (
     CLI_TIMEOUT,
     MERCHANTS,
     PRODUCTS,
     Lakehouse,
-    fk_join_oracle,
     run_cli_with_failpoint,
 )
 
-# The two writes of a batch of many keys into a large output, forced for a batch of a few keys,
-# which is otherwise one MERGE from the driver: deleting the keys whose row changed, then
-# appending their rows (delete_changed.py), and the split write (a MERGE of the keys the output
-# holds, then an append of the new ones), which takes the batches that write does not suit.
-# The one-commit upsert (sink/key_upsert.py), which takes an fk_join's batch of many keys, is
-# off for those two; `UPSERT` forces it for a batch of a few keys.
+# The one-commit upsert (sink/key_upsert.py), which takes a batch of many keys into a large
+# output, forced for a batch of a few keys (otherwise one MERGE from the driver).
 UPSERT = {driver_merge.MAX_KEYS: "0"}
-DELETE_CHANGED = UPSERT | {ONE_MERGE_MAX_KEYS: "0", key_upsert.ENABLED: "false"}
-SPLIT = DELETE_CHANGED | {delete_changed.ENABLED: "false"}
-FORCED = {"split": SPLIT, "delete_changed": DELETE_CHANGED, "upsert": UPSERT}
+FORCED = {"upsert": UPSERT}
 
 pytestmark = pytest.mark.e2e
 
@@ -101,17 +94,6 @@ def versions(spec) -> dict[str, int]:  # noqa: ANN001 - PipelineSpec
 
 def output_txn(spec) -> int | None:  # noqa: ANN001
     return output_batches(spec.views[VIEW].path, app_id(spec.name, VIEW)).txn_version
-
-
-def oracle_at(lake: Lakehouse, spec, pins: dict[str, int]) -> list[dict]:  # noqa: ANN001
-    join = spec.views[VIEW].fk_join
-    return fk_join_oracle(
-        lake.rows_at("products", pins["products"]),
-        lake.rows_at("merchants", pins["merchants"]),
-        join=join,
-        left_key="product_id",
-        right_key="merchant_id",
-    )
 
 
 def statuses(log: BatchLog) -> list[tuple[int, str]]:
@@ -227,24 +209,17 @@ def test_only_maintenance_commits_are_nothing_new_and_history_is_read_newest_fir
     ("point", "write"),
     [
         ("after_state_write", None),
-        ("between_output_commits", "split"),
-        ("between_output_commits", "delete_changed"),
         ("after_output_commit", None),
         ("before_upsert_commit", "upsert"),
         ("after_output_commit", "upsert"),
     ],
 )
 def test_a_batch_killed_at_a_commit_point_ends_exact_on_the_next_run(lake, point, write):
-    """Batch 2 updates keys the output holds and inserts a new one. A batch of a few keys is
-    written by one MERGE, the batch commit; with a write of many keys forced (`TWO_COMMITS`) it
-    takes two commits, the first stamped as the batch's first and the last as the batch commit:
-    the split write's MERGE of the keys the output holds and its append of new ones, or the
-    DELETE of the keys whose row changed and the append of their rows.
+    """Batch 2 updates keys the output holds and inserts a new one, in one commit, the batch
+    commit: a MERGE from the driver, or with a write of many keys forced, the one-commit upsert.
     - killed where a view that keeps state has written it (fk_join keeps none; list_join's
       test kills one there): nothing of the batch is visible; the next run plans afresh, at
       newer versions;
-    - killed between its two output commits: the next run finishes batch 2 on exactly the
-      versions its first commit recorded (Delta skips that commit), then batch 3 follows;
     - killed after its batch commit (one MERGE, or the one-commit upsert's), before its log
       row: batch 2 happened; the next plan rebuilds its log row from the output's log and runs
       batch 3;
@@ -264,14 +239,11 @@ def test_a_batch_killed_at_a_commit_point_ends_exact_on_the_next_run(lake, point
     expected_txn = {
         "after_state_write": 3,
         "before_upsert_commit": 3,
-        "between_output_commits": 4,
         "after_output_commit": 5,
     }[point]
     assert output_txn(spec) == expected_txn
-    assert after_crash["output"] == before["output"] + {3: 0, 4: 1, 5: 1}[expected_txn]
+    assert after_crash["output"] == before["output"] + {3: 0, 5: 1}[expected_txn]
     last = DeltaTable(spec.views[VIEW].path).history(1)[0]
-    if point == "between_output_commits":  # the first of the two commits is the write's own
-        assert last["operation"] == {"split": "MERGE", "delete_changed": "DELETE"}[write]
     if write == "upsert" and point == "after_output_commit":
         assert (last.get("tags") or {}).get(key_upsert.TAG) == key_upsert.TAG_VALUE
     crash_pins = {"products": version(lake.path("products")), "merchants": version(lake.path("merchants"))}
@@ -282,13 +254,7 @@ def test_a_batch_killed_at_a_commit_point_ends_exact_on_the_next_run(lake, point
 
     out = lake.output(spec)
     assert len(set(keys_of(out))) == len(out)
-    if point == "between_output_commits":
-        assert retry.retried and retry.batch_id == 2
-        assert {k: retry.pinned_versions[k] for k in crash_pins} == crash_pins
-        assert out == oracle_at(lake, spec, crash_pins)
-        assert "p7" not in keys_of(out) and "p6" in keys_of(out)
-        assert versions(spec)["output"] == after_crash["output"] + 1  # only the append
-    elif point == "after_output_commit":
+    if point == "after_output_commit":
         assert not retry.retried and retry.batch_id == 3
         assert {k: retry.start_versions[k] for k in crash_pins} == crash_pins
         assert batch_log(spec).history(VIEW)[1].notes == {"log": "rebuilt from the output's commit"}
@@ -298,11 +264,7 @@ def test_a_batch_killed_at_a_commit_point_ends_exact_on_the_next_run(lake, point
     assert lake.output(spec) == lake.expected(spec)
     assert_log_agrees_with_output(spec)
 
-    following = lake.run(spec, checks=False)
-    if point == "between_output_commits":
-        assert following.batch_id == 3 and following.start_versions["products"] == crash_pins["products"]
-    else:
-        assert following.outcome is BatchOutcome.SKIPPED
+    assert lake.run(spec, checks=False).outcome is BatchOutcome.SKIPPED
     out = lake.output(spec)
     assert out == lake.expected(spec)
     assert "p7" in keys_of(out) and "p3" not in keys_of(out) and "p4" not in keys_of(out)
@@ -334,41 +296,6 @@ def test_two_runs_of_one_view_started_together_commit_the_batch_once(lake):
     assert len(set(keys_of(lake.output(spec)))) == len(lake.output(spec))
     assert_log_agrees_with_output(spec)
     assert lake.run(spec, checks=False).outcome is BatchOutcome.SKIPPED
-
-
-def test_a_view_racing_its_upstream_pins_the_upstreams_last_batch_commit(lake):
-    """The upstream dies between its two output commits: its output holds a MERGE of batch 2
-    that no batch commit closed. The downstream view pins the upstream's batch-1 commit, and
-    equals a recompute over it; once the upstream finishes batch 2, the downstream follows."""
-    extra = "  products_by_name:\n    rekey: {source: display_products, key: name}\n"
-    spec = seeded(lake, extra=extra)
-    first = lake.run(spec, checks=False)
-    lake.run(spec, "products_by_name", checks=False)
-    change_everything_once(lake)
-
-    crashed = run_cli_with_failpoint(spec.file, "between_output_commits", conf=SPLIT)
-    assert crashed.returncode == -signal.SIGKILL, crashed.stdout + crashed.stderr
-    assert output_txn(spec) == 4
-
-    def by_name(pin: int) -> list[tuple]:
-        rows = lake.spark.read.format("delta").option("versionAsOf", pin).load(spec.views[VIEW].path)
-        return sorted((r["name"], r["product_id"]) for r in rows.collect())
-
-    def downstream() -> list[tuple]:
-        rows = lake.spark.read.format("delta").load(spec.views["products_by_name"].path).collect()
-        return sorted((r["name"], r["product_id"]) for r in rows)
-
-    assert pending_work(spec, "products_by_name").run is False
-    racing = lake.run(spec, "products_by_name", checks=False)
-    assert racing.outcome is BatchOutcome.SKIPPED
-    assert downstream() == by_name(first.output_version)
-
-    upstream = lake.run(spec, checks=False)
-    assert upstream.retried and upstream.batch_id == 2
-    following = lake.run(spec, "products_by_name", checks=False)
-    assert following.pinned_versions[VIEW] == upstream.output_version
-    assert downstream() == by_name(upstream.output_version)
-    assert "cap" in [name for name, _ in downstream()]
 
 
 # --- the batch log is an index ------------------------------------------------------------------

@@ -21,7 +21,7 @@ from lakejoin.errors import ConcurrentBatchError
 from lakejoin.sink import choice, driver_merge
 from lakejoin.sink.merge_terms import MergeCounts
 from lakejoin.sink.output_counts import final_counts
-from lakejoin.sink.write_path import SPLIT_MERGE_MAX_KEYS, WritePath, choose_write, merge_or_split
+from lakejoin.sink.write_path import WritePath, choose_write
 
 pytestmark = pytest.mark.unit
 
@@ -31,40 +31,21 @@ WRITTEN = MergeCounts(inserted=2, updated=3, deleted=1, applied=False, keys=6)
 
 
 @pytest.mark.parametrize(
-    ("commit_info", "add_appended", "counts"),
+    ("commit_info", "counts"),
     [
-        (
-            {"operation": "MERGE", "operationMetrics": {"numOutputRows": "9"}},
-            True,
-            MergeCounts(2, 3, 1, True, 12),
-        ),
-        (
-            {"operation": "WRITE", "operationMetrics": {"numOutputRows": "4"}},
-            True,
-            MergeCounts(6, 3, 1, True, 12),
-        ),
-        (
-            {"operation": "WRITE", "operationMetrics": {"num_output_rows": 4}},
-            True,
-            MergeCounts(6, 3, 1, True, 12),
-        ),
-        (
-            {"operation": "WRITE", "operationMetrics": {"numOutputRows": "4"}},
-            False,
-            MergeCounts(2, 3, 1, True, 12),
-        ),
-        ({"operation": "WRITE"}, True, MergeCounts(2, 3, 1, True, 12)),
+        ({"operation": "MERGE", "operationMetrics": {"numOutputRows": "9"}}, MergeCounts(2, 3, 1, True, 12)),
+        ({"operation": "WRITE", "operationMetrics": {"numOutputRows": "4"}}, MergeCounts(6, 3, 1, True, 12)),
+        ({"operation": "WRITE", "operationMetrics": {"num_output_rows": 4}}, MergeCounts(6, 3, 1, True, 12)),
+        ({"operation": "WRITE"}, MergeCounts(2, 3, 1, True, 12)),
     ],
-    ids=["merge", "append_adds_its_rows", "delta_rs_metrics", "append_counted_already", "no_metrics"],
+    ids=["merge", "append_adds_its_rows", "delta_rs_metrics", "no_metrics"],
 )
-def test_a_write_reports_its_counts_with_the_batch_commits_version(
-    monkeypatch, commit_info, add_appended, counts
-):
-    """The batch commit's appended rows count as inserted when it is an append (the split
-    write's last commit) the write has not counted yet."""
+def test_a_write_reports_its_counts_with_the_batch_commits_version(monkeypatch, commit_info, counts):
+    """The batch commit's appended rows count as inserted when it is an append (a first build
+    laid out by key) the write has not counted."""
     monkeypatch.setattr(markers, "find_commit", lambda path, wanted: (12, FINAL_MARK, commit_info))
 
-    assert final_counts("/out", COMMIT, WRITTEN, add_appended=add_appended) == counts
+    assert final_counts("/out", COMMIT, WRITTEN) == counts
 
 
 def test_a_batch_commit_delta_skipped_means_another_run_committed_the_batch(monkeypatch):
@@ -181,7 +162,6 @@ class Facts:
     driver_max: int = 20_000
     driver_on: bool = True
     writable: bool = True
-    suits: bool = False
     asked: list[str] = field(default_factory=list)
 
     def _ask(self, fact: str) -> Any:
@@ -200,14 +180,9 @@ class Facts:
     def driver_writable(self) -> bool:
         return self._ask("writable")
 
-    def delete_changed_suits(self) -> bool:
-        return self._ask("suits")
-
 
 DRIVER = ["one_merge", "driver_max", "driver_on", "writable"]
-EVERY_FACT = [*DRIVER, "suits"]
 SIZES = ["one_merge", "driver_max"]  # a batch above the driver's maximum asks only the sizes
-SPLIT_MAX = SPLIT_MERGE_MAX_KEYS
 
 
 @pytest.mark.parametrize(
@@ -215,68 +190,42 @@ SPLIT_MAX = SPLIT_MERGE_MAX_KEYS
     [
         (50, False, False, Facts(), WritePath.DRIVER_MERGE, DRIVER),
         (50, False, False, Facts(driver_on=False), WritePath.FEW_KEYS_MERGE, DRIVER[:3]),
-        (50, False, False, Facts(writable=False, suits=True), WritePath.FEW_KEYS_MERGE, DRIVER),
+        (50, False, False, Facts(writable=False), WritePath.FEW_KEYS_MERGE, DRIVER),
         (20_000, False, False, Facts(), WritePath.DRIVER_MERGE, DRIVER),
-        (5_000, False, False, Facts(writable=False, suits=True), WritePath.DELETE_CHANGED, EVERY_FACT),
-        (5_000, False, False, Facts(writable=False), WritePath.SPLIT, EVERY_FACT),
-        (20_001, False, False, Facts(suits=True), WritePath.DELETE_CHANGED, [*SIZES, "suits"]),
-        (SPLIT_MAX, False, False, Facts(), WritePath.SPLIT, [*SIZES, "suits"]),
-        (SPLIT_MAX + 1, False, False, Facts(), WritePath.ONE_MERGE, [*SIZES, "suits"]),
-        (
-            50,
-            False,
-            False,
-            Facts(one_merge=0, driver_on=False, suits=True),
-            WritePath.DELETE_CHANGED,
-            [*DRIVER[:3], "suits"],
-        ),
-        (0, False, False, Facts(), WritePath.SPLIT, ["suits"]),
-        (50, True, False, Facts(), WritePath.SPLIT, []),
-        (SPLIT_MAX + 1, True, False, Facts(suits=True), WritePath.ONE_MERGE, []),
-        (0, True, False, Facts(), WritePath.SPLIT, []),
+        (5_000, False, False, Facts(writable=False), WritePath.ONE_MERGE, DRIVER),
+        (20_001, False, False, Facts(), WritePath.ONE_MERGE, SIZES),
+        (50, False, False, Facts(one_merge=0, driver_on=False), WritePath.ONE_MERGE, DRIVER[:3]),
+        (0, False, False, Facts(), WritePath.ONE_MERGE, []),
+        (50, True, False, Facts(), WritePath.ONE_MERGE, []),
+        (0, True, False, Facts(), WritePath.ONE_MERGE, []),
         (0, False, True, Facts(), WritePath.NO_COMMIT, []),
         (0, True, True, Facts(), WritePath.NO_COMMIT, []),
         (50, True, True, Facts(), WritePath.ONE_MERGE, []),
         (50, False, True, Facts(), WritePath.DRIVER_MERGE, DRIVER),
         (50, False, True, Facts(driver_on=False), WritePath.FEW_KEYS_MERGE, DRIVER[:3]),
-        (5_000, False, True, Facts(writable=False, suits=True), WritePath.ONE_MERGE, DRIVER),
-        (20_001, False, True, Facts(suits=True), WritePath.ONE_MERGE, SIZES),
+        (20_001, False, True, Facts(), WritePath.ONE_MERGE, SIZES),
     ],
     ids=[
         "few_keys_on_the_driver",
         "driver_merge_off",
         "not_writable_by_delta_rs",
         "at_the_driver_maximum",
-        "many_keys_delete_changed",
-        "many_keys_split",
+        "many_keys_not_writable_by_delta_rs",
         "above_the_driver_maximum",
-        "split_up_to_its_maximum",
-        "above_the_split_maximum",
-        "one_merge_off",
+        "few_keys_merge_off",
         "no_key_in_an_output",
         "full_few_differences",
-        "full_many_differences",
         "full_no_difference",
         "state_no_key",
         "state_full_no_difference",
         "state_full",
         "state_on_the_driver",
         "state_few_keys",
-        "state_many_keys",
         "state_above_the_driver_maximum",
     ],
 )
 def test_a_batch_is_written_by_the_path_its_keys_and_table_choose(keys, full, state, facts, path, asked):
-    """Each fact is asked only when the rule reaches it: a full write asks none, a state table
-    never whether delete-changed suits, and delta-rs is asked to write the table only for a
-    batch the driver's MERGE would take."""
+    """Each fact is asked only when the rule reaches it: delta-rs is asked to write the table
+    only for a batch the driver's MERGE would take, and a full write never goes to the driver."""
     assert choose_write(keys, full=full, state=state, facts=facts) is path
     assert facts.asked == asked
-
-
-@pytest.mark.parametrize(
-    ("keys", "path"),
-    [(5_000, WritePath.SPLIT), (SPLIT_MAX, WritePath.SPLIT), (SPLIT_MAX + 1, WritePath.ONE_MERGE)],
-)
-def test_a_declined_delete_changed_write_falls_back_to_the_split_write_or_one_merge(keys, path):
-    assert merge_or_split(keys, small=False, state=False) is path

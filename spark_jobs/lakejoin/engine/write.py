@@ -17,6 +17,7 @@ from lakejoin.spec.model import PipelineSpec, View
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from lakejoin.delta.key_ranges import KeyRange
     from lakejoin.engine.plan import BatchPlan
     from lakejoin.views.base import Rebuilt, ViewKindLogic
     from lakejoin.views.context import BatchContext
@@ -93,7 +94,9 @@ def write_output(
             counts = replace_output(view.path, recomputed, commit)
             note = f"rewritten for a schema change: {drift}" if drift else f"rewritten: {plan.rewrite}"
         elif affected is None:
-            counts = merge_full(spark, view.path, recomputed, keys, commit)
+            declined: list[str] = []
+            counts = merge_full(spark, view.path, recomputed, keys, commit, note=declined.append)
+            note = declined[0] if declined else None
         else:
             upserted, note = _upsert(spark, view.path, recomputed, rebuilt, keys, commit)
             if upserted is not None:
@@ -120,16 +123,25 @@ def _upsert(
     keys: list[str],
     commit: OutputCommit,
 ) -> tuple[MergeCounts | None, str | None]:
-    """The batch written by the one-commit upsert, when the view kind derived the affected keys'
-    rows at the previous pins (`Rebuilt.previous`); else, or when it declined, None and why."""
-    if rebuilt.previous is None:
-        return None, None
+    """The batch written by the one-commit upsert: from the affected keys' rows at the previous
+    pins when the view kind derived them (`Rebuilt.previous`), else from the output's own rows
+    of those keys, read as a MERGE would read them (a repair, enrich's `lookup` mode). None
+    and why: the upsert is off, or it declined (the caller writes the batch with the MERGE)."""
+    from lakejoin.sink import key_upsert
+
+    affected = rebuilt.affected
+    assert affected is not None, "a batch of affected keys"
+    previous = rebuilt.previous
+    if previous is None:
+        if not key_upsert.enabled(spark):
+            return None, None
+        previous = held_rows(spark, path, affected, keys, rebuilt.bounds)
     declined: list[str] = []
     counts = upsert_affected(
         spark,
         path,
         recomputed,
-        rebuilt.previous,
+        previous,
         keys,
         commit,
         keys=rebuilt.affected_count,
@@ -138,6 +150,19 @@ def _upsert(
     if counts is None:
         return None, declined[0] if declined else None
     return replace(counts, keys=rebuilt.affected_count or 0), None
+
+
+def held_rows(
+    spark: SparkSession, path: str, affected: DataFrame, keys: list[str], bounds: KeyRange | None
+) -> DataFrame:
+    """The output's rows of the affected keys (`affected`, materialised, within `bounds` when
+    known, on which Delta skips files)."""
+    from pyspark.sql import functions as F
+
+    table = spark.read.format("delta").load(path)
+    if bounds is not None:
+        table = table.where(bounds.covers(F.col(bounds.column)))
+    return table.join(F.broadcast(affected.select(*keys)), on=keys, how="left_semi")
 
 
 def _concurrent(exc: Exception, batch_id: int, *, where: str) -> ConcurrentBatchError | None:

@@ -1,9 +1,12 @@
-"""Writing a view's output: a MERGE that inserts new rows, updates changed ones, deletes gone
-ones, and leaves rows whose content did not change untouched (no spurious change rows).
+"""Writing a view's output: a batch changes only the rows whose content changed (no spurious
+change rows): new rows inserted, changed ones updated, gone ones deleted, in one commit.
 
-This module writes a batch the way write_path.py chooses (the driver's MERGE, delete_changed.py,
-one Spark MERGE, spark_merge.py, or the split write, split_write.py) and writes a full refresh;
-the tables it writes are created by keyed_tables.py, and an output write's counts come from
+An output's batch is written by lakejoin's own upsert (key_upsert.py), which reads only the
+output's key column, when the view kind derived the affected keys' old rows (`upsert_affected`)
+and for a full refresh's differences (`merge_full`); a batch of a handful of keys into a small
+table by the driver's MERGE (driver_merge.py, no Spark job); the rest, and every batch the
+upsert declines, by Delta's public MERGE (spark_merge.py), the way write_path.py chooses.
+The tables it writes are created by keyed_tables.py, and an output write's counts come from
 output_counts.py."""
 
 from __future__ import annotations
@@ -16,22 +19,18 @@ from lakejoin.delta import key_ranges
 from lakejoin.delta.key_ranges import Keys, materialised, write_laid_out
 from lakejoin.delta.markers import OutputCommit, current_txn, operation_metrics, stamped
 from lakejoin.delta.sources import data_files
-from lakejoin.sink import delete_changed, driver_merge
+from lakejoin.sink import driver_merge
 from lakejoin.sink.merge_terms import KEEP, PRESENT, MergeCounts, same_key, values_differ
 from lakejoin.sink.output_counts import final_counts
 from lakejoin.sink.spark_merge import merge_on_spark
-from lakejoin.sink.split_write import merge_then_append
-from lakejoin.sink.write_path import WritePath, choose_write, merge_or_split
+from lakejoin.sink.write_path import WritePath, choose_write
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-# At most this many keys (the default; a Spark conf may set it) a batch is written by one MERGE
-# that also inserts, with the keys as literals in its condition: Delta then reads only the files
-# that hold them, and the outer join an insert needs shuffles those few files. Above it, the
-# keys fall in most files, and the split write (a probe of which keys the table holds, a MERGE
-# of those without inserts, an append of the new ones) avoids shuffling the whole table. The
-# literals are equalities joined by OR: Delta 4.4 skips files on those, not on an IN list.
+# At most this many keys (the default; a Spark conf may set it) a MERGE lists as literals in its
+# condition: Delta then reads only the files that hold them. The literals are equalities joined
+# by OR: Delta 4.4 skips files on those, not on an IN list.
 ONE_MERGE_MAX_KEYS = "spark.lakejoin.write.oneMergeMaxKeys"
 ONE_MERGE_DEFAULT = 100
 
@@ -144,10 +143,25 @@ def merge_full(
     recomputed: DataFrame,
     key: Sequence[str],
     commit: OutputCommit | None = None,
+    *,
+    note: Callable[[str], None] | None = None,
 ) -> MergeCounts:
-    """MERGE a full recompute: rows missing from it are deleted, unchanged rows are skipped."""
+    """Make the output hold exactly a full recompute: rows missing from it are deleted,
+    unchanged rows are left alone. An output's differences are found by one join of the
+    recompute with the table, which gives their old rows too: the one-commit upsert writes them
+    (key_upsert.py), else, after `note(why)`, Delta's MERGE."""
     from pyspark.sql import functions as F
 
+    from lakejoin.sink import key_upsert
+
+    if key_ranges.enabled(spark) and _empty(spark, path):
+        return _fill(spark, path, recomputed, key[0], commit)
+    if commit is not None and key_upsert.enabled(spark):
+        table = spark.read.format("delta").load(path).select(*recomputed.columns)
+        changes = change_rows(recomputed, table, key)
+        written = key_upsert.upsert(spark, path, changes, key, recomputed.columns, commit, note=note)
+        if written is not None:
+            return written
     return merge_by_key(
         spark,
         path,
@@ -173,20 +187,14 @@ def merge_by_key(
     """Make the table's rows under the keys of `source` what `source` says. A source row whose
     boolean `KEEP` column is false deletes its key; the others insert, or update a row whose
     `columns` differ (an unchanged row is not rewritten, so it yields no change rows). With
-    `full`, every key absent from `source` is deleted too.
+    `full`, every key absent from `source` is deleted too. One commit, by the driver's MERGE or
+    Spark's (write_path.py).
 
-    With `commit` (a view's output), the last commit of the write is the batch commit (see
-    delta/markers.py). Without it (a state table), the write is one commit (the driver's MERGE
-    or Spark's), which inside `markers.idempotent` applies once per (app, version).
-
-    A batch of an output too many keys for one MERGE and too large for the driver's is written by
-    deleting its changed keys and appending their rows, where that suits it (delete_changed.py);
-    otherwise by the split write (`split_write.merge_then_append`).
+    With `commit` (a view's output), the commit is the batch commit (see delta/markers.py).
+    Without it (a state table), inside `markers.idempotent` it applies once per (app, version).
 
     `known` (not with `full`): the keys of `source`, one row each, as `key_ranges.materialised`
-    gave them (frame, count, range). The write then probes the table with them, and `source`
-    (built from materialised frames) is materialised once, inside the probe's job, not in a
-    job of its own first.
+    gave them (frame, count, range), so they are not counted again.
 
     >>> rows = rows.withColumn(KEEP, F.lit(True))                             # doctest: +SKIP
     >>> merge_by_key(spark, path, rows, ["id"], rows.columns[:-1], full=False)  # doctest: +SKIP
@@ -195,7 +203,7 @@ def merge_by_key(
     from pyspark.sql import functions as F
 
     if full:
-        if key_ranges.enabled(spark) and data_files(spark, path) == 0:
+        if key_ranges.enabled(spark) and _empty(spark, path):
             return _fill(spark, path, source.where(F.col(KEEP)).select(*columns), key[0], commit)
         source = _differences(spark, path, source.where(F.col(KEEP)), key, columns)
     probe = None
@@ -207,34 +215,18 @@ def merge_by_key(
     chosen = choose_write(keys, full=full, state=commit is None, facts=facts)
     if chosen is WritePath.DRIVER_MERGE:
         return replace(_merge_on_driver(spark, path, keyed, columns, key, commit), keys=keys)
-    if chosen is WritePath.DELETE_CHANGED:
-        assert commit is not None
-        values = _key_values(keyed if probe is None else probe, key[0]) or []
-        written = None
-        if values:
-            written = delete_changed.write(spark, path, keyed, values, columns, key[0], commit)
-        if written is not None:
-            return replace(final_counts(path, commit, written, add_appended=False), keys=keys)
-        chosen = merge_or_split(keys, small=False, state=False)
     if chosen is WritePath.NO_COMMIT:  # nothing differs: a state table takes no commit
         return MergeCounts(applied=False)
-    if chosen in (WritePath.FEW_KEYS_MERGE, WritePath.ONE_MERGE):
-        listed = None
-        if chosen is WritePath.FEW_KEYS_MERGE and key_ranges.enabled(spark):
-            listed = _key_values(keyed if probe is None else probe, key[0])
-        if commit is None:
-            counts = merge_on_spark(
-                spark, path, keyed, columns, key, inserts=True, bounds=bounds, listed=listed
-            )
-        else:
-            with stamped(spark, commit.app, commit.final):
-                merged = merge_on_spark(
-                    spark, path, keyed, columns, key, inserts=True, bounds=bounds, listed=listed
-                )
-            counts = final_counts(path, commit, merged)
-        return replace(counts, keys=keys)
-    assert commit is not None, "choose_write gives a state table one MERGE, never the split write"
-    return replace(merge_then_append(spark, path, keyed, columns, key, bounds, commit, probe), keys=keys)
+    listed = None
+    if chosen is WritePath.FEW_KEYS_MERGE and key_ranges.enabled(spark):
+        listed = _key_values(keyed if probe is None else probe, key[0])
+    if commit is None:
+        counts = merge_on_spark(spark, path, keyed, columns, key, bounds=bounds, listed=listed)
+    else:
+        with stamped(spark, commit.app, commit.final):
+            merged = merge_on_spark(spark, path, keyed, columns, key, bounds=bounds, listed=listed)
+        counts = final_counts(path, commit, merged)
+    return replace(counts, keys=keys)
 
 
 def _merge_on_driver(
@@ -273,8 +265,8 @@ def one_merge_max_keys(spark: SparkSession) -> int:
 @dataclass(frozen=True)
 class _TableFacts:
     """The facts `choose_write` asks about a batch of `keys` keys of `source` into the table at
-    `path`: the session's settings, and (delta-rs) whether the driver's MERGE or delete-changed
-    may write the table."""
+    `path`: the session's settings, and (delta-rs) whether the driver's MERGE may write the
+    table."""
 
     spark: SparkSession
     path: str
@@ -294,9 +286,6 @@ class _TableFacts:
     def driver_writable(self) -> bool:
         return driver_merge.writable(self.path, self.source, most_rows=driver_merge.max_rows(self.spark))
 
-    def delete_changed_suits(self) -> bool:
-        return delete_changed.applies(self.spark, self.path, self.source, self.key, self.keys)
-
 
 def _key_values(keys: DataFrame, column: str) -> list[Any] | None:
     """The distinct values of `column` in a small materialised frame of keys, for a literal list
@@ -315,9 +304,8 @@ def _differences(
     """What a full write must change in the table to make it hold `wanted`: the rows whose key
     the table lacks or whose `columns` differ (`KEEP` true), and the keys the table holds that
     `wanted` lacks (`KEEP` false). One join of the two on the key; the unchanged rows, which a
-    MERGE would skip anyway, are left out, so the write takes the split path of an incremental
-    batch instead of one MERGE whose outer join shuffles the whole table and the whole
-    recompute (25-35 % less time at 1.5 M rows, docs/bench/analysis.md)."""
+    MERGE would skip anyway, are left out, so the MERGE's own join is of the differences only,
+    not of the whole recompute (25-35 % less time at 1.5 M rows, docs/bench/analysis.md)."""
     from pyspark.sql import functions as F
 
     new, old = "_lj_new", "_lj_old"
@@ -354,6 +342,11 @@ def _fill(
     if last["version"] == before:
         return MergeCounts(applied=False)
     return MergeCounts(inserted=operation_metrics(last).get("numOutputRows", 0))
+
+
+def _empty(spark: SparkSession, path: str) -> bool:
+    """Whether the table holds no data file (created, never written)."""
+    return data_files(spark, path) == 0
 
 
 def _version(path: str) -> int:

@@ -67,6 +67,9 @@ log = logging.getLogger(__name__)
 # every file's statistics; more of them prune no more when each file covers a range of keys.
 # A guess: measure filterFiles with 150,000 keys (recipe §9.7).
 MAX_RANGES = 32
+# At most this many keys' first values come to the driver to make those ranges from; a batch of
+# more (a full refresh that changes much of the table) reads the key column of every file.
+MAX_LISTED = 500_000
 FILE, ROW, INSERTED = "_lj_file", "_lj_row", "_lj_inserted"
 NEW_KINDS = (ChangeType.INSERT.value, ChangeType.UPDATE_POSTIMAGE.value)
 
@@ -135,8 +138,8 @@ def _decline(path: str, why: str, note: Callable[[str], None] | None) -> None:
 def _materialised(target: Target, changes: DataFrame) -> tuple[DataFrame, ChangeCounts, list[Any] | None]:
     """The change rows materialised once and counted by kind in that job, and the distinct
     values of the key's first column among the keys the batch changes but for its updates'
-    new rows (None: a type whose values may not come back from Python as the same literal, so
-    nothing to prune files by)."""
+    new rows (None: a type whose values may not come back from Python as the same literal, or
+    more than MAX_LISTED keys, so nothing to prune files by)."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
     from pyspark.sql.types import DateType, DecimalType, IntegralType, StringType
@@ -159,7 +162,11 @@ def _materialised(target: Target, changes: DataFrame) -> tuple[DataFrame, Change
         unknown=int(got["rows"]) - sum(known.values()),
     )
     exact = (IntegralType, StringType, DateType, DecimalType)
-    if not counts.keys or not isinstance(target.field(target.key[0]).dataType, exact):
+    if (
+        not counts.keys
+        or counts.keys > MAX_LISTED
+        or not isinstance(target.field(target.key[0]).dataType, exact)
+    ):
         return frame, counts, None
     old = frame.where(kind != ChangeType.UPDATE_POSTIMAGE.value).select(_column(target.key[0])).distinct()
     return frame, counts, [row[0] for row in old.collect()]

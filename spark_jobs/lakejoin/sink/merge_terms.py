@@ -12,7 +12,6 @@ if TYPE_CHECKING:
 
 PRESENT = "_lj_present"
 KEEP = "_lj_keep"  # a source row whose KEEP is false deletes its key
-HELD = "_lj_held"  # the table already holds the row's key
 
 
 @dataclass(frozen=True)

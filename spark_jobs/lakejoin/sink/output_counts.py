@@ -2,8 +2,8 @@
 with the rows the batch commit appended and its version, or the news that another run
 committed this batch first (delta/markers.py: the batch commit is the output's own).
 
-Every way of writing an output ends here (choice.py's, the split write's, split_write.py), so
-that a batch commit Delta skipped is found and told the same way whichever path wrote it.
+Every way of writing an output ends here (choice.py's, key_upsert.py's), so that a batch
+commit Delta skipped is found and told the same way whichever path wrote it.
 """
 
 from __future__ import annotations
@@ -13,12 +13,10 @@ from lakejoin.errors import ConcurrentBatchError
 from lakejoin.sink.merge_terms import MergeCounts
 
 
-def final_counts(
-    path: str, commit: OutputCommit, counts: MergeCounts, *, add_appended: bool = True
-) -> MergeCounts:
-    """`counts` with the rows the batch commit appended (Delta's operationMetrics, unless
-    `add_appended` is false: `counts` holds them already) and its version; a batch commit Delta
-    skipped means another run committed this batch first."""
+def final_counts(path: str, commit: OutputCommit, counts: MergeCounts) -> MergeCounts:
+    """`counts` with the rows the batch commit appended (Delta's operationMetrics, when the
+    batch commit is an append) and its version; a batch commit Delta skipped means another run
+    committed this batch first."""
     found = commit.committed(path)
     if found is None:
         raise ConcurrentBatchError(
@@ -28,8 +26,6 @@ def final_counts(
         )
     version, info = found
     appended = operation_metrics(info).get("numOutputRows", 0) if info.get("operation") == "WRITE" else 0
-    if not add_appended:
-        appended = 0
     return MergeCounts(
         inserted=counts.inserted + appended,
         updated=counts.updated,

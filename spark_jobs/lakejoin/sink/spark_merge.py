@@ -2,9 +2,9 @@
 whose values differ, insert new ones if asked, and leave unchanged rows untouched (no spurious
 change rows).
 
-Every write path that takes Spark's MERGE (choice.py's one-MERGE batches and state tables, the
-split write's MERGE without inserts, split_write.py) runs this one; the driver's MERGE of a
-batch of few keys is driver_merge.py.
+Every write path that takes Spark's MERGE (choice.py's batches the one-commit upsert does not
+write, and state tables) runs this one; the driver's MERGE of a batch of few keys is
+driver_merge.py.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ def merge_on_spark(
     columns: Sequence[str],
     key: Sequence[str],
     *,
-    inserts: bool,
     bounds: KeyRange | None = None,
     listed: list[Any] | None = None,
 ) -> MergeCounts:
@@ -53,11 +52,8 @@ def merge_on_spark(
         .merge(source.alias("s"), on)
         .whenMatchedDelete(condition=~keep)
         .whenMatchedUpdate(condition=keep & changed, set={f"`{c}`": F.col(f"s.`{c}`") for c in values})
+        .whenNotMatchedInsert(condition=keep, values={f"`{c}`": F.col(f"s.`{c}`") for c in columns})
     )
-    if inserts:
-        merge = merge.whenNotMatchedInsert(
-            condition=keep, values={f"`{c}`": F.col(f"s.`{c}`") for c in columns}
-        )
     # Every source lakejoin merges is a local checkpoint, or a join of checkpoints and pinned
     # snapshots: deterministic and materialised already. Delta's "auto" would materialise it a
     # second time (2 Spark jobs per MERGE) because a checkpoint is not a Delta scan.

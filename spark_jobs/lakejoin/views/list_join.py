@@ -34,6 +34,7 @@ from lakejoin.spec.model import Duplicates, ListJoin, PipelineSpec, View
 from lakejoin.views.base import Rebuilt, ViewKindLogic
 from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
+from lakejoin.views.joins import previous_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -217,32 +218,50 @@ class ListJoinView(ViewKindLogic):
         rejoin_composite, rebuilt, _ = materialised(
             new_composite.join(F.broadcast(carried_keys), on=LEFT_KEY, how="left_anti")
         )
-        referenced = (
-            None if found is None else ctx.referenced_on_driver(self.right, rejoin_composite, ELEMENT)
-        )
+        # With `ctx.derive_previous`, the lists the re-joined left rows held at the previous
+        # pins are joined too: one read of the right rows serves both.
+        left_before = previous_rows(left_rows, left_changed, key) if ctx.derive_previous else None
+        elements = rejoin_composite.select(ELEMENT)
+        if left_before is not None:
+            rejoin_before = left_before.join(
+                F.broadcast(carried_keys.withColumnRenamed(LEFT_KEY, key)), on=key, how="left_anti"
+            )
+            elements = elements.unionByName(composite_rows(rejoin_before, self.join, key).select(ELEMENT))
+        referenced = None if found is None else ctx.referenced_on_driver(self.right, elements, ELEMENT)
         if referenced is not None:
             right_rows = referenced
         else:
-            wanted = (
-                rejoin_composite.select(F.col(ELEMENT).alias(MATCH))
-                .where(F.col(MATCH).isNotNull())
-                .distinct()
-            )
+            wanted = elements.select(F.col(ELEMENT).alias(MATCH)).where(F.col(MATCH).isNotNull()).distinct()
             right_rows = ctx.unique_rows(
                 ctx.snapshot(self.right).join(
                     F.broadcast(wanted), F.col(self.right.key) == wanted[MATCH], how="left_semi"
                 ),
                 self.right,
             )
+        right_columns = self._right_columns(ctx.schemas)
         lists = joined_lists(
             composite_rows(rejoin_rows, self.join, key, outer=True),
             right_rows,
             right_key=self.right.key,
-            right_columns=self._right_columns(ctx.schemas),
+            right_columns=right_columns,
             into=into,
         ).unionByName(kept)
+        previous = None
+        if left_before is not None:
+            # A carried list is the previous pins' too: its elements and their right rows are
+            # as they were.
+            lists_before = joined_lists(
+                composite_rows(rejoin_before, self.join, key, outer=True),
+                previous_rows(right_rows, right_changed, self.right.key),
+                right_key=self.right.key,
+                right_columns=right_columns,
+                into=into,
+            ).unionByName(kept)
+            previous = self._output_rows(left_before, lists_before)
         metrics = {**counts, "composite_rows_rebuilt": rebuilt, "left_rows_carried": carried}
-        return Rebuilt(self._output_rows(left_rows, lists), keys, count, key_bounds, metrics=metrics)
+        return Rebuilt(
+            self._output_rows(left_rows, lists), keys, count, key_bounds, metrics=metrics, previous=previous
+        )
 
     def _routed(
         self, ctx: BatchContext, changes: Mapping[str, DataFrame]

@@ -30,6 +30,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta.change_feed import CHANGE, VERSION, ChangeKind, net_changes, read_change_feed
+from lakejoin.delta.key_ranges import materialised
 from lakejoin.errors import KeyConflictError
 from lakejoin.quality.checks import Validation
 from lakejoin.sink.choice import KEEP
@@ -127,6 +128,7 @@ class RekeyView(ViewKindLogic):
         # Masters without a derived key are counted by an observation on the job that
         # materialises the rows anyway, not by a count of their own.
         dropped = Observation()
+        previous = None
         null_keys = F.count_if(F.col(v).isNull()).alias("n")
         if changes is None:
             rows = self._full_index(ctx)
@@ -134,7 +136,7 @@ class RekeyView(ViewKindLogic):
             kept = rows.observe(dropped, null_keys).where(F.col(v).isNotNull())
             claims = kept.select(*index_columns).localCheckpoint()
             update = IndexUpdate(claims, full=True)
-            affected = None
+            affected, affected_count, bounds = None, None, None
         else:
             index = ctx.read_state()
             changed = changes[self.master.name]
@@ -148,8 +150,12 @@ class RekeyView(ViewKindLogic):
                 if listed is None
                 else listed
             )
+            if ctx.derive_previous and listed is None:
+                old = old.localCheckpoint()  # the previous claims read them again
             key_columns = list(self.output_key)
-            affected = old.select(*key_columns).union(new.select(*key_columns)).distinct().localCheckpoint()
+            affected, affected_count, bounds = materialised(
+                old.select(*key_columns).union(new.select(*key_columns)).distinct(), v
+            )
             derived = affected.select(v).distinct()
             unchanged = None
             if masters is not None and listed is not None and self.resolution is not Resolution.EVERY_CLAIM:
@@ -169,6 +175,17 @@ class RekeyView(ViewKindLogic):
             update = IndexUpdate(
                 changed.select(k, v, F.col(VERSION).alias(SINCE), *columns, CHANGE), full=False
             )
+            if ctx.derive_previous:
+                # The affected derived keys' claims at the previous pins: the unchanged
+                # masters' (in `claims`) and the changed masters' index rows.
+                before = old.select(*index_columns)
+                if self.resolution is not Resolution.EVERY_CLAIM:
+                    before = (
+                        claims.join(F.broadcast(changed.select(k)), on=k, how="left_anti")
+                        .select(*index_columns)
+                        .unionByName(before)
+                    )
+                previous = resolve(before, v, k, unique=self.rekey.unique).select(v, k, *columns)
         counts = {"null_keys_dropped": int(dropped.get["n"] or 0), "conflicts": 0}
         if self.resolution is not Resolution.EVERY_CLAIM:
             clashes = conflicts(claims, v, k).orderBy(v).limit(20).collect()
@@ -190,7 +207,9 @@ class RekeyView(ViewKindLogic):
                     + shown_conflicts(clashes, v, k, limit=5)
                 )
         output = resolve(claims, v, k, unique=self.rekey.unique).select(v, k, *columns)
-        return Rebuilt(output, affected, metrics=counts, state=update)
+        return Rebuilt(
+            output, affected, affected_count, bounds, metrics=counts, state=update, previous=previous
+        )
 
     @staticmethod
     def _index_on_driver(
