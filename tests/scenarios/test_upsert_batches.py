@@ -38,13 +38,13 @@ def many_keys(spark) -> Iterator[None]:
         spark.conf.unset(driver_merge.MAX_KEYS)
 
 
-def written_by(lake, spec) -> str | None:
+def written_by(lake, spec, view: str = VIEW) -> str | None:
     """Which write made the output's newest commit: the upsert tags its commits."""
     from deltalake import DeltaTable
 
     from lakejoin.sink.key_upsert import TAG, TAG_VALUE
 
-    info = DeltaTable(spec.views[VIEW].path).history(1)[0]
+    info = DeltaTable(spec.views[view].path).history(1)[0]
     return TAG_VALUE if (info.get("tags") or {}).get(TAG) == TAG_VALUE else str(info.get("operation"))
 
 
@@ -153,12 +153,10 @@ def test_an_output_someone_edited_is_mended_by_the_public_merge(lake):
 
 
 @pytest.mark.parametrize("mode", ["propagate", "lookup"])
-def test_enrich_takes_the_upsert_where_its_inputs_give_the_old_rows(lake, mode):
-    """propagate: the output is what its inputs give at the pins, so the old rows are derived and
-    the upsert writes the batch. lookup keeps each fact as the batch that last wrote it
-    enriched it, which no input holds: the public MERGE writes it, reading the old rows."""
-    from deltalake import DeltaTable
-
+def test_enrich_batches_are_written_by_the_upsert_in_both_modes(lake, mode):
+    """propagate: the output is what its inputs give at the pins, so the old rows are derived.
+    lookup keeps each fact as the batch that last wrote it enriched it, which no input holds:
+    the batch reads the affected keys' old rows from the output. The upsert writes both."""
     from tests.lakehouse import enrich_oracle, output_rows
     from tests.scenarios.test_enrich_rules import VIEW as ENRICHED
     from tests.scenarios.test_enrich_rules import create_tables, spec_of
@@ -178,7 +176,61 @@ def test_enrich_takes_the_upsert_where_its_inputs_give_the_old_rows(lake, mode):
         assert list(rows.values()) == enrich_oracle(lake, spec, ENRICHED)
     else:  # o1 keeps the name its batch found; o2, rewritten, takes c2's
         assert (rows["o1"]["customer_name"], rows["o2"]["customer_name"]) == ("Ann", "Ben")
+    assert written_by(lake, spec, ENRICHED) == "key_upsert"
+    assert summary.outcome.value == "committed" and "output" not in summary.notes
 
-    tags = DeltaTable(spec.views[ENRICHED].path).history(1)[0].get("tags") or {}
-    assert (tags.get("lakejoin.write") == "key_upsert") is (mode == "propagate")
-    assert summary.outcome.value == "committed"
+
+def test_list_join_batches_are_written_by_the_upsert_from_their_previous_lists(lake):
+    """A right update reaches the lists holding it; a list that changed is re-joined; a row
+    whose other columns changed keeps its list (carried): the previous rows of all three are
+    derived, and the upsert's change rows are those of the rows that changed."""
+    from tests.lakehouse import ADDRESSES, PERSONS
+    from tests.scenarios import test_list_join_rules as rules
+
+    lake.create("addresses", ADDRESSES, [("a1", "1 Elm", "Oslo"), ("a2", "2 Oak", "Oslo")])
+    people = [("P1", "Ada", ["a2", "a1"]), ("P2", "Bob", ["a2"]), ("P3", "Cy", ["a1"]), ("P4", "Di", [])]
+    lake.create("persons", PERSONS, people)
+    spec = rules.spec_of(lake)
+    rules.run(lake, spec)
+    lake.upsert("addresses", "address_id", [("a1", "1 Elm St", "Oslo")])
+    lake.upsert(
+        "persons", "person_id", [("P2", "Bob", ["a2", "a9"]), ("P4", "Dina", []), ("P5", "Eve", None)]
+    )
+    lake.delete("persons", "person_id", ["P3"])
+
+    with many_keys(lake.spark):
+        summary, changed = rules.run(lake, spec)  # asserts the output equals the oracle
+
+    assert written_by(lake, spec, rules.VIEW) == "key_upsert"
+    assert changed == {  # the helper leaves the pre-images out
+        "update_postimage": {"P1", "P2", "P4"},
+        "delete": {"P3"},
+        "insert": {"P5"},
+    }
+    assert summary.metrics()["left_rows_carried"] == 1  # P4: its name only
+
+
+def test_rekey_batches_are_written_by_the_upsert_from_their_index(lake):
+    """latest: a master taking a key another holds wins it; the winner's leaving hands the key
+    back. The previous rows come from the index at its pin, and the upsert writes the keys
+    whose row changed."""
+    from tests.lakehouse import MASTERS
+    from tests.scenarios import test_rekey_rules as rules
+
+    lake.create("merchants", MASTERS, [("m1", "Acme", "NO", "a.png"), ("m2", "Bolt", "SE", "b.png")])
+    spec = rules.spec_of(lake, ", on_conflict: latest")
+    rules.run(lake, spec)
+    lake.upsert("merchants", "merchant_id", [("m3", "Acme", "DK", "c.png"), ("m2", "Cord", "SE", "b.png")])
+
+    with many_keys(lake.spark):
+        _, changed = rules.run(lake, spec)  # asserts the output equals the oracle
+        assert written_by(lake, spec, rules.VIEW) == "key_upsert"
+        assert changed == {  # the helper leaves the pre-images out
+            ("update_postimage", "Acme", "m3"),
+            ("delete", "Bolt", "m2"),
+            ("insert", "Cord", "m2"),
+        }
+        lake.delete("merchants", "merchant_id", ["m3"])
+        _, changed = rules.run(lake, spec)
+    assert written_by(lake, spec, rules.VIEW) == "key_upsert"
+    assert changed == {("update_postimage", "Acme", "m1")}
