@@ -90,6 +90,13 @@ def pipeline_dag(spec_file: Path, spec: PipelineSpec):  # noqa: ANN201 - an Airf
                 type=["null", "string"],
                 description="End of the repair range (a version, or a timestamp; empty: now).",
             ),
+            "parallel": Param(
+                None,
+                type=["null", "integer"],
+                minimum=1,
+                description="Views that do not read each other run at once, up to this many "
+                "(empty: lakejoin's default).",
+            ),
         },
     )
     def pipeline() -> None:

@@ -110,7 +110,13 @@ def run_batches(spec_file: str) -> dict[str, dict]:
         print(f"{result.view}: {result.state.value}" + (f": {detail}" if detail else ""), flush=True)
 
     run_pipeline(
-        spark_session(spec.spark), spec, selected, full_refresh=full_refresh, repair=repair, on_result=show
+        spark_session(spec.spark),
+        spec,
+        selected,
+        full_refresh=full_refresh,
+        repair=repair,
+        parallel=context["params"].get("parallel"),
+        on_result=show,
     )
     return results
 

@@ -59,6 +59,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="stop at the first view that fails (default: run every view that does not read it)",
     )
+    run.add_argument(
+        "--parallel",
+        type=_width,
+        metavar="N",
+        help="run up to N views that do not read each other at once (default: "
+        "engine.pipeline.DEFAULT_PARALLEL; 1: one at a time)",
+    )
     run.add_argument("--verbose", action="store_true", help="show Spark's own log (INFO) as well")
     status = commands.add_parser("status", help="last batch, versions and lag of each view")
     status.add_argument("spec", help="path to the pipeline spec (YAML)")
@@ -69,6 +76,17 @@ def _parser() -> argparse.ArgumentParser:
         "--last", type=int, default=1, metavar="N", help="rewrite the pages of each view's last N batches"
     )
     return parser
+
+
+def _width(text: str) -> int:
+    """--parallel's value: a whole number of at least 1."""
+    try:
+        width = int(text)
+    except ValueError:
+        width = 0
+    if width < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of views of at least 1, got {text!r}")
+    return width
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -97,6 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 repair=repair,
                 checks=not args.no_checks,
                 fail_fast=args.fail_fast,
+                parallel=args.parallel,
                 verbose=args.verbose,
             )
         if args.command == "report":
@@ -116,6 +135,7 @@ def _run(
     repair: RepairRange | None = None,
     checks: bool,
     fail_fast: bool = False,
+    parallel: int | None = None,
     verbose: bool = False,
 ) -> int:
     from lakejoin.delta.session import spark_session
@@ -156,6 +176,7 @@ def _run(
             repair=repair,
             checks=checks,
             fail_fast=fail_fast,
+            parallel=parallel,
             on_view=start,
             on_result=end,
         )

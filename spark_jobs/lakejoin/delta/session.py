@@ -34,6 +34,8 @@ LOCAL_CONFIG = {
     "spark.sql.shuffle.partitions": "4",
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.sql.adaptive.enabled": "true",
+    # Views run at once each get a pool (engine/pipeline.py); FAIR shares the cores between them.
+    "spark.scheduler.mode": "FAIR",
 }
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,6 +35,9 @@ FK_RESOLVED = "_lj_fk_resolved"
 USER_SUITE = "user_suite"
 
 log = logging.getLogger(__name__)
+# Held while a batch validates with Great Expectations and writes its pages: GX's context and
+# the pages' index are shared by the views a run has in threads (engine/pipeline.py).
+GX_LOCK = threading.RLock()
 
 
 @dataclass(frozen=True)
@@ -114,20 +118,21 @@ def check_batch(
     suite = user_suite(spec, view)
     if suite is not None and rows is not None:
         validations = [*validations, Validation(USER_SUITE, rows, suite.expectations)]
-    docs = DataDocs.at(reports_root(spec))
-    driver = on_driver(size)
-    runs = [
-        docs.validate(view.name, plan.batch_id, v.scope, v.rows, v.expectations, driver=driver)
-        for v in validations
-    ]
-    pages = _data_docs(docs, view, plan.batch_id, runs)
-    checks = [check for run, page in zip(runs, pages, strict=True) for check in _checks(run, page)]
-    report_path = write_report(
-        spec, view, plan, checks, metrics=metrics or {}, user_suite=suite.file if suite else None
-    )
-    success = not any(c.blocking for c in checks)
-    # A passing batch's pages wait for its commit (finish_report), which knows its final counts.
-    page_path = None if success else _write_pages(spec, view, Path(report_path))
+    with GX_LOCK:  # a GX context is one thread's at a time (views run in threads)
+        docs = DataDocs.at(reports_root(spec))
+        driver = on_driver(size)
+        runs = [
+            docs.validate(view.name, plan.batch_id, v.scope, v.rows, v.expectations, driver=driver)
+            for v in validations
+        ]
+        pages = _data_docs(docs, view, plan.batch_id, runs)
+        checks = [check for run, page in zip(runs, pages, strict=True) for check in _checks(run, page)]
+        report_path = write_report(
+            spec, view, plan, checks, metrics=metrics or {}, user_suite=suite.file if suite else None
+        )
+        success = not any(c.blocking for c in checks)
+        # A passing batch's pages wait for its commit (finish_report), which knows its final counts.
+        page_path = None if success else _write_pages(spec, view, Path(report_path))
     report = QualityReport(success, checks, report_path, page_path)
     if not report.success:
         failed = "; ".join(
@@ -156,7 +161,8 @@ def finish_report(spec: PipelineSpec, view: View, report_path: str, metrics: dic
     payload = json.loads(path.read_text(encoding="utf-8"))
     payload["metrics"] = metrics
     path.write_text(json.dumps(payload, indent=2, default=str), encoding="utf-8")
-    return _write_pages(spec, view, path)
+    with GX_LOCK:  # the pages' index is the pipeline's
+        return _write_pages(spec, view, path)
 
 
 def _data_docs(docs: DataDocs, view: View, batch_id: int, runs: list[Validated]) -> list[str | None]:
