@@ -131,7 +131,19 @@ def run_once(spark: SparkSession, spec: PipelineSpec, width: int) -> dict[str, A
     for result in results:
         states[result.state.value] = states.get(result.state.value, 0) + 1
     failed = {r.view: r.error for r in results if r.state.value == "failed"}
-    return {"width": width, "seconds": round(seconds, 2), "states": states, "failed": failed}
+    # Where the views' time went: each phase summed over the views (with several at once, the
+    # sum exceeds the wall time).
+    phases: dict[str, float] = {}
+    for result in results:
+        for phase, spent in (result.summary.phase_seconds if result.summary else {}).items():
+            phases[phase] = round(phases.get(phase, 0.0) + spent, 2)
+    return {
+        "width": width,
+        "seconds": round(seconds, 2),
+        "states": states,
+        "failed": failed,
+        "phases": phases,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
