@@ -104,7 +104,7 @@ def test_dag_files_import_without_spark(airflow_home):
     lines = result.stdout.strip().splitlines()
     assert lines[-2] == (
         "['batches', 'display_products', 'listed_products'] 1 "
-        "['full_refresh', 'repair_from', 'repair_to', 'views']"
+        "['full_refresh', 'parallel', 'repair_from', 'repair_to', 'views']"
     )
     assert lines[-1] == "[]"
 
