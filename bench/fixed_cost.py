@@ -8,10 +8,13 @@ On the benchmark's tables (1.5 M orders by default), after a first full batch of
 The second tiny batch is the one judged. After every batch each output is compared with a
 from-scratch recompute (count and whole-table hash).
 
-Figures go to `<out>/bench/fixed_cost.json` and into `<out>/bench/targets.json` (one entry per
-target, the entries of other scripts kept).
+Figures go to `<out>/bench/fixed_cost.json` (one record per orders count: a run replaces the
+record of its own size and keeps the others) and into `<out>/bench/targets.json` (one entry per
+target, the entries of other scripts kept). The micro-batch targets of issue 37 need two sizes,
+measured on the same day:
 
     python -m bench.fixed_cost --orders 1500000 --out docs
+    python -m bench.fixed_cost --orders 15000000 --out docs
 """
 
 from __future__ import annotations
@@ -31,6 +34,13 @@ if TYPE_CHECKING:
 
 TINY_ROWS = 2  # rows changed per source table in a tiny batch (5 tables: at most 10 rows)
 LIMITS = {"tiny_seconds": 4.0, "nothing_new_seconds": 0.2, "jobs": 50, "commits": 2}
+# Issue 37: a micro-batch (the tiny batch: at most 30 keys) into an order view of the largest
+# table, and how much slower it is there than at the smallest size (the cost should follow the
+# change, not the table).
+MICRO = {"seconds": 3.0, "growth": 1.3}
+ORDER_VIEWS = ("orders_customers", "orders_enriched", "skewed_orders_customers")
+JUDGED_SIZE = 1_500_000  # the size the size-less targets (jobs, commits, nothing new) are judged at
+MICRO_SIZE = 15_000_000  # the micro-batch targets are judged at this size (or larger) only
 
 
 def _versions(spec: PipelineSpec, view: str) -> int:
@@ -143,29 +153,53 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gate after tiny batch {batch}: {record[f'gate_{batch}'] or 'every view exact'}", flush=True)
     spark.stop()
 
+    record["command"] = " ".join(argv if argv is not None else sys.argv[1:])
     out = Path(args.out) / "bench"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "fixed_cost.json").write_text(json.dumps(record, indent=2) + "\n")
-    write_targets(out / "targets.json", record)
-    (out / "fixed_cost.md").write_text(report(record, " ".join(argv if argv is not None else sys.argv[1:])))
+    runs = load_runs(out / "fixed_cost.json")
+    runs[str(args.orders)] = record
+    (out / "fixed_cost.json").write_text(json.dumps(runs, indent=2) + "\n")
+    write_targets(out / "targets.json", runs)
+    (out / "fixed_cost.md").write_text(report(runs))
     return 1 if record["gate_1"] or record["gate_2"] else 0
 
 
-def report(record: dict[str, Any], command: str) -> str:
-    """The run as Markdown: a table per round, then the targets."""
+def load_runs(path: Path) -> dict[str, dict[str, Any]]:
+    """The records on file, by orders count (a file of one bare record is read as that one run)."""
+    if not path.exists():
+        return {}
+    held = json.loads(path.read_text())
+    return {str(held["orders"]): held} if "orders" in held else dict(held)
+
+
+def report(runs: dict[str, dict[str, Any]]) -> str:
+    """Every size on file as Markdown, smallest first: a table per round."""
     lines = [
         "# The fixed cost of a batch (protocol version 2)",
         "",
-        f"Written by `python -m bench.fixed_cost {command}` at lakejoin {record['commit']}, "
-        f"{record['orders']:,} orders. Seconds are wall time of `run_view` on this 2-core machine; jobs "
-        "are every Spark job the batch started (Spark's status tracker, one job group per view); "
-        "commits are new versions of the view's output and state tables. Never assertions in a test.",
+        "Seconds are wall time of `run_view` on this 2-core machine; jobs are every Spark job the "
+        "batch started (Spark's status tracker, one job group per view); commits are new versions of "
+        "the view's output and state tables. Never assertions in a test.",
+        "",
+    ]
+    for size in sorted(runs, key=int):
+        lines += run_report(runs[size])
+    return "\n".join(lines)
+
+
+def run_report(record: dict[str, Any]) -> list[str]:
+    """One run: a table per round, then its correctness gate."""
+    command = record.get("command", f"--orders {record['orders']}")
+    lines = [
+        f"## {record['orders']:,} orders",
+        "",
+        f"Written by `python -m bench.fixed_cost {command}` at lakejoin {record['commit']}.",
         "",
     ]
     rounds = {"first": "first batch (full)", "nothing_new": "nothing new", "tiny_1": "tiny batch, cold"}
     rounds["tiny_2"] = "tiny batch, warm (judged)"
     for name, title in rounds.items():
-        lines += [f"## {title}", "", "| view | outcome | s | jobs | commits | affected keys | phases (s) |"]
+        lines += [f"### {title}", "", "| view | outcome | s | jobs | commits | affected keys | phases (s) |"]
         lines.append("|---|---|---|---|---|---|---|")
         for view, v in record[name].items():
             phases = ", ".join(f"{k} {s:.2f}" for k, s in v["phases"].items())
@@ -180,48 +214,95 @@ def report(record: dict[str, Any], command: str) -> str:
         f"Correctness gate after each tiny batch (count and whole-table hash against a recompute): {verdict}",
         "",
     ]
-    return "\n".join(lines)
+    return lines
 
 
-def write_targets(path: Path, record: dict[str, Any]) -> None:
+def _slowest(record: dict[str, Any], views: tuple[str, ...] | None = None) -> float:
+    """The judged (warm) tiny batch's slowest committed view, among `views` if given."""
+    tiny = record["tiny_2"]
+    return max(
+        v["seconds"] for n, v in tiny.items() if v["outcome"] == "committed" and (not views or n in views)
+    )
+
+
+def _size(orders: int | str) -> str:
+    return f"{int(orders) / 1e6:g} M orders"
+
+
+def write_targets(path: Path, runs: dict[str, dict[str, Any]]) -> None:
     """Replace this script's entries in targets.json, keep the others."""
-    tiny, idle = record["tiny_2"], record["nothing_new"]
-    changed = [v for v in tiny.values() if v["outcome"] == "committed"]
-    size = f"{record['orders'] / 1e6:g} M orders"
-    entries = [
-        {
-            "target": f"tiny batch ({TINY_ROWS} rows a source) per view, warm JVM, {size}: slowest view, s",
-            "measured": max(v["seconds"] for v in changed),
-            "limit": LIMITS["tiny_seconds"],
-        },
-        {
-            "target": "a view with nothing new: slowest view, s",
-            "measured": max(v["seconds"] for v in idle.values()),
-            "limit": LIMITS["nothing_new_seconds"],
-        },
-        {
-            "target": "a view with nothing new: Spark jobs",
-            "measured": max(v["jobs"] for v in idle.values()),
-            "limit": 0,
-        },
-        {
-            "target": "Spark jobs per changed view per batch (tiny batch, most of any view)",
-            "measured": max(v["jobs"] for v in changed),
-            "limit": LIMITS["jobs"],
-        },
-        {
-            "target": "Delta commits per changed view per batch (output and state tables, most of any view)",
-            "measured": max(v["commits"] for v in changed),
-            "limit": LIMITS["commits"],
-        },
-    ]
-    for entry in entries:
-        entry.update(
-            met=entry["measured"] <= entry["limit"], batch="fixed_cost tiny_2", commit=record["commit"]
+    entries = []
+    for orders, record in sorted(runs.items(), key=lambda kv: int(kv[0])):
+        entries.append(
+            {
+                "target": f"tiny batch ({TINY_ROWS} rows a source) per view, warm JVM, {_size(orders)}: "
+                "slowest view, s",
+                "measured": _slowest(record),
+                "limit": LIMITS["tiny_seconds"],
+                "batch": f"fixed_cost tiny_2, {_size(orders)}",
+                "commit": record["commit"],
+            }
         )
+    judged = runs.get(str(JUDGED_SIZE)) or runs[min(runs, key=int)]
+    tiny, idle = judged["tiny_2"], judged["nothing_new"]
+    changed = [v for v in tiny.values() if v["outcome"] == "committed"]
+    for target, measured, limit in (
+        (
+            "a view with nothing new: slowest view, s",
+            max(v["seconds"] for v in idle.values()),
+            "nothing_new_seconds",
+        ),
+        ("a view with nothing new: Spark jobs", max(v["jobs"] for v in idle.values()), None),
+        (
+            "Spark jobs per changed view per batch (tiny batch, most of any view)",
+            max(v["jobs"] for v in changed),
+            "jobs",
+        ),
+        (
+            "Delta commits per changed view per batch (output and state tables, most of any view)",
+            max(v["commits"] for v in changed),
+            "commits",
+        ),
+    ):
+        entries.append(
+            {
+                "target": target,
+                "measured": measured,
+                "limit": LIMITS[limit] if limit else 0,
+                "batch": f"fixed_cost tiny_2, {_size(judged['orders'])}",
+                "commit": judged["commit"],
+            }
+        )
+    largest, smallest = runs[max(runs, key=int)], runs[min(runs, key=int)]
+    big, small = _size(largest["orders"]), _size(smallest["orders"])
+    if int(largest["orders"]) >= MICRO_SIZE:
+        entries.append(
+            {
+                "target": f"micro-batch (the tiny batch, <= 30 keys) per order view, warm JVM, {big}: "
+                "slowest order view, s",
+                "measured": _slowest(largest, ORDER_VIEWS),
+                "limit": MICRO["seconds"],
+                "batch": f"fixed_cost tiny_2, {big}",
+                "commit": largest["commit"],
+            }
+        )
+    if int(largest["orders"]) >= MICRO_SIZE and largest is not smallest:
+        entries.append(
+            {
+                "target": f"micro-batch growth: slowest order view's micro-batch at {big} against {small}, x",
+                "measured": round(_slowest(largest, ORDER_VIEWS) / _slowest(smallest, ORDER_VIEWS), 2),
+                "limit": MICRO["growth"],
+                "batch": f"fixed_cost tiny_2, {big} and {small}",
+                "commit": ", ".join(sorted({largest["commit"], smallest["commit"]})),
+            }
+        )
+    for entry in entries:
+        entry["met"] = entry["measured"] <= entry["limit"]
     mine = {e["target"] for e in entries}
     kept = [e for e in json.loads(path.read_text())] if path.exists() else []
-    kept = [e for e in kept if e["target"] not in mine and e.get("batch") != "fixed_cost tiny_2"]
+    kept = [
+        e for e in kept if e["target"] not in mine and not str(e.get("batch", "")).startswith("fixed_cost")
+    ]
     path.write_text(json.dumps(kept + entries, indent=2) + "\n")
 
 
