@@ -43,7 +43,7 @@ def test_enrich_parses_with_modes_dimensions_and_defaults():
     customers, products = enrich.dimensions
     assert (customers.table, customers.fk, customers.how, customers.prefix) == (
         "customers",
-        "customer_id",
+        ("customer_id",),
         JoinHow.LEFT,
         "customer_",
     )
@@ -64,7 +64,7 @@ def test_a_view_read_as_a_source_is_its_output_table_keyed_by_its_output_key():
     spec = parse_spec(SPEC, "shop.yaml")
     upstream = spec.sources["display_products"]
     assert upstream.path == spec.views["display_products"].path
-    assert upstream.key == "product_id" and upstream.upstream == "display_products"
+    assert upstream.key == ("product_id",) and upstream.upstream == "display_products"
 
 
 def test_a_unique_rekey_can_be_read_by_its_derived_key():
@@ -73,7 +73,7 @@ def test_a_unique_rekey_can_be_read_by_its_derived_key():
         "  products_by_merchant_name:\n"
         "    fk_join: {left: products, right: by_name, fk: merchant_name}\n"
     )
-    assert parse_spec(text, "shop.yaml").sources["by_name"].key == "display_name"
+    assert parse_spec(text, "shop.yaml").sources["by_name"].key == ("display_name",)
 
 
 def error_of(text: str) -> SpecError:
@@ -104,7 +104,7 @@ def test_a_non_unique_rekey_cannot_be_a_source():
     )
     error = error_of(text)
     assert error.key == "views.reader" and error.line == 23
-    assert "keyed by two columns" in str(error) and "read a unique rekey" in str(error)
+    assert "keyed by the derived and the master key" in str(error) and "read a unique rekey" in str(error)
 
 
 @pytest.mark.parametrize(

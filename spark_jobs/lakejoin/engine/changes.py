@@ -6,12 +6,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lakejoin.delta.change_feed import net_changes, no_changes, read_change_feed, translate_read_error
+from lakejoin.delta.change_feed import (
+    net_changes,
+    no_changes,
+    null_key,
+    read_change_feed,
+    translate_read_error,
+)
 from lakejoin.delta.key_ranges import KeyRange, materialised
 from lakejoin.delta.sources import snapshot
 from lakejoin.engine.repair import repair_changes
 from lakejoin.errors import NullKeyError
-from lakejoin.spec.model import Source
+from lakejoin.spec.model import Key, Source, shown
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -38,13 +44,23 @@ def source_changes(
             rows = repair_changes(spark, source, first, plan.repair_ends[source.name], last)
         else:
             rows = net_changes(read_change_feed(spark, source.path, first, last), source.key)
-        keyed = F.when(F.col(source.key).isNull(), F.raise_error(F.lit(NULL_KEY))).otherwise(F.lit(True))
+        keyed = F.when(null_key(source.key), F.raise_error(F.lit(NULL_KEY))).otherwise(F.lit(True))
         return materialised(rows.where(keyed), source.key)
     except Exception as exc:  # Delta raises JVM errors; keep only the ones we can explain
         if NULL_KEY in str(exc):
+            whose = (
+                f"whose key '{source.key[0]}' is null"
+                if len(source.key) == 1
+                else f"whose key {shown(source.key)} has a null in one of its columns"
+            )
             raise NullKeyError(
-                f"changes between versions {first} and {last} hold a row whose key '{source.key}' is null",
+                f"changes between versions {first} and {last} hold a row {whose}",
                 where=where,
-                fix=f"give every row a '{source.key}' in the source, or filter null keys out upstream",
+                fix=f"give every row a value in {_each(source.key)} in the source, or filter null keys "
+                "out upstream",
             ) from None
         raise translate_read_error(exc, role=where, path=source.path, first=first, last=last) from exc
+
+
+def _each(key: Key) -> str:
+    return f"'{key[0]}'" if len(key) == 1 else "each of " + ", ".join(f"'{c}'" for c in key)

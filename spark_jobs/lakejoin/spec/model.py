@@ -62,11 +62,21 @@ class OnDefinitionChange(enum.Enum):
     FAIL = "fail"  # stop at the plan, naming what changed, until someone runs --full-refresh
 
 
+# A key: the column(s) that identify a row, in order. `key: a` in a spec is ("a",), `key: [a, b]`
+# is ("a", "b"); a row whose key has a null in any column has a null key.
+Key = tuple[str, ...]
+
+
+def shown(key: Key) -> str:
+    """A key as messages and records show it: `a` for one column, `(a, b)` for several."""
+    return key[0] if len(key) == 1 else f"({', '.join(key)})"
+
+
 @dataclass(frozen=True)
 class Source:
     name: str
     path: str
-    key: str
+    key: Key
     line: int | None
     upstream: str | None = None  # the view whose output this is, when a view reads another view
 
@@ -80,7 +90,7 @@ FANOUT_THRESHOLD = 0.2
 class FkJoin:
     left: str
     right: str
-    fk: str
+    fk: Key  # the left columns naming the right key's columns, in its order
     how: JoinHow
     right_columns: tuple[str, ...] | None
     right_prefix: str
@@ -101,7 +111,7 @@ class ListJoin:
 @dataclass(frozen=True)
 class Rekey:
     source: str
-    key: str
+    key: Key  # the derived key
     columns: tuple[str, ...] | None
     unique: bool
     on_conflict: OnConflict
@@ -110,7 +120,7 @@ class Rekey:
 @dataclass(frozen=True)
 class Dimension:
     table: str
-    fk: str
+    fk: Key  # the fact's columns naming the dimension key's columns, in its order
     how: JoinHow
     prefix: str
     columns: tuple[str, ...] | None
@@ -118,7 +128,7 @@ class Dimension:
     @property
     def id(self) -> str:
         """A stable name for the dimension's routing index (reordering the spec keeps it)."""
-        return f"{self.table}_by_{self.fk}"
+        return f"{self.table}_by_{'_'.join(self.fk)}"
 
 
 @dataclass(frozen=True)

@@ -46,9 +46,9 @@ def _sources(reader: SpecReader, raw: Any, base: Path) -> dict[str, Source]:
         body = reader.mapping(body, key)
         reader.only(body, key, {"path", "key"})
         path = reader.text(body, key, "path")
-        column = reader.identifier(body, key, "key")
-        assert path is not None and column is not None
-        sources[name] = Source(name, _resolve(base, path), column, reader.lines.get(key))
+        columns = reader.key_columns(body, key, "key")
+        assert path is not None
+        sources[name] = Source(name, _resolve(base, path), columns, reader.lines.get(key))
     return sources
 
 
@@ -237,7 +237,8 @@ def _with_view_sources(
                 raise reader.fail(
                     f"views.{readers[0]}",
                     f"view '{readers[0]}' reads view '{name}', a rekey with 'unique: false', whose rows "
-                    f"are keyed by two columns ({d.key}, {everything[d.source].key})",
+                    f"are keyed by the derived and the master key "
+                    f"({', '.join((*d.key, *everything[d.source].key))})",
                     "read a unique rekey, or the master table itself",
                 )
             key = d.key
