@@ -135,7 +135,7 @@ def measure(spark: SparkSession, work: Path, orders: int, seed: int) -> list[dic
         from lakejoin.delta.key_ranges import write_laid_out
 
         path = str(work / "routing" / name)
-        write_laid_out(rows, path, by)
+        write_laid_out(rows, path, [by])
         return path
 
     orders_index = routing_index(

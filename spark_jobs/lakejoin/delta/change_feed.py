@@ -5,11 +5,12 @@ of content")."""
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.errors import ChangesUnreadableError
+from lakejoin.spec.model import Columns
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -40,7 +41,7 @@ def read_change_feed(spark: SparkSession, path: str, first: int, last: int) -> D
     )
 
 
-def net_changes(change_feed: DataFrame, key: Sequence[str]) -> DataFrame:
+def net_changes(change_feed: DataFrame, key: Columns) -> DataFrame:
     """The last change of content of every key: its row, `_lj_change` (upsert or delete), the
     `_commit_version` of that change, and `_lj_before`, the key's row before the range (null:
     it had none). A delete carries the deleted row's last values.
@@ -182,7 +183,7 @@ def translate_read_error(exc: Exception, *, role: str, path: str, first: int, la
     )
 
 
-def null_key(key: Sequence[str], column: Callable[[str], Column] | None = None) -> Column:
+def null_key(key: Columns, column: Callable[[str], Column] | None = None) -> Column:
     """True on a row whose key is null: a null in any of the key's columns."""
     from pyspark.sql import functions as F
 

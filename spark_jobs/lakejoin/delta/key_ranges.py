@@ -15,9 +15,11 @@ aggregate; keys that cluster, like the recent rows CDC mostly updates, read only
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from lakejoin.spec.model import Columns
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -49,12 +51,12 @@ class KeyRange:
     bounds: tuple[tuple[Any, Any] | None, ...] = ()  # per column: (lo, hi), or None (no range)
 
     @classmethod
-    def of(cls, frame: DataFrame, columns: Sequence[str]) -> KeyRange:
+    def of(cls, frame: DataFrame, columns: Columns) -> KeyRange:
         row = frame.agg(*cls.aggregates(columns)).first()
         return cls.from_row(frame, columns, row)
 
     @classmethod
-    def from_row(cls, frame: DataFrame, columns: Sequence[str], row: Any) -> KeyRange:
+    def from_row(cls, frame: DataFrame, columns: Columns, row: Any) -> KeyRange:
         """From an aggregate of `frame` that holds `aggregates(columns)` (saves a job). A column
         whose values may not come back from Python as the same literal (timestamps and floats)
         gives no range."""
@@ -72,7 +74,7 @@ class KeyRange:
         return cls(columns, tuple(bounds) if any(bounds) else ())
 
     @staticmethod
-    def aggregates(columns: Sequence[str]) -> list[Column]:
+    def aggregates(columns: Columns) -> list[Column]:
         from pyspark.sql import functions as F
 
         return [
@@ -81,7 +83,7 @@ class KeyRange:
             for m in (F.min(c).alias(f"_lj_lo{i}"), F.max(c).alias(f"_lj_hi{i}"))
         ]
 
-    def renamed(self, columns: Sequence[str]) -> KeyRange:
+    def renamed(self, columns: Columns) -> KeyRange:
         """The same range on columns of other names (a frame that renamed the key's columns)."""
         return KeyRange(tuple(columns), self.bounds)
 
@@ -101,7 +103,7 @@ class KeyRange:
         return predicate
 
 
-def write_laid_out(rows: DataFrame, path: str, key: Sequence[str]) -> None:
+def write_laid_out(rows: DataFrame, path: str, key: Columns) -> None:
     """Append `rows` to the Delta table at `path`, files holding disjoint ranges of `key`."""
     (
         rows.repartitionByRange(*key)
@@ -117,7 +119,7 @@ def write_laid_out(rows: DataFrame, path: str, key: Sequence[str]) -> None:
 Keys = tuple["DataFrame", int, KeyRange]
 
 
-def materialised(frame: DataFrame, columns: Sequence[str] = ()) -> Keys:
+def materialised(frame: DataFrame, columns: Columns = ()) -> Keys:
     """Materialise `frame` once (a local checkpoint) and count its rows, and the range of each
     of `columns` when given, in that same Spark job (an observation), not in jobs of their own.
 

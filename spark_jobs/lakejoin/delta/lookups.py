@@ -25,6 +25,8 @@ import datetime
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from lakejoin.spec.model import Columns
+
 if TYPE_CHECKING:
     import pyarrow as pa
     from deltalake import DeltaTable
@@ -76,7 +78,7 @@ def literal_keys(values: Sequence[tuple[Any, ...]]) -> bool:
 def read_keys(
     path: str,
     version: int,
-    key: Sequence[str],
+    key: Columns,
     values: Sequence[tuple[Any, ...]],
     columns: Sequence[str] | None = None,
 ) -> pa.Table | None:
@@ -158,12 +160,12 @@ def as_spark(spark: SparkSession, rows: pa.Table, schema: StructType) -> DataFra
     return spark.createDataFrame(typed, schema=schema)
 
 
-def key_tuples(rows: pa.Table, key: Sequence[str]) -> list[tuple[Any, ...]]:
+def key_tuples(rows: pa.Table, key: Columns) -> list[tuple[Any, ...]]:
     """The key of each row of `rows`, in order, as tuples."""
     return list(zip(*(rows[c].to_pylist() for c in key), strict=True)) if rows.num_rows else []
 
 
-def without(rows: pa.Table, key: Sequence[str], values: Sequence[tuple[Any, ...]]) -> pa.Table:
+def without(rows: pa.Table, key: Columns, values: Sequence[tuple[Any, ...]]) -> pa.Table:
     """`rows` but those whose `key` is one of `values`."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -177,7 +179,7 @@ def without(rows: pa.Table, key: Sequence[str], values: Sequence[tuple[Any, ...]
     return rows.filter(pa.array([k not in dropped for k in key_tuples(rows, key)], type=pa.bool_()))
 
 
-def duplicates(rows: pa.Table, key: Sequence[str], *, shown: int = 5) -> list[tuple[tuple[Any, ...], int]]:
+def duplicates(rows: pa.Table, key: Columns, *, shown: int = 5) -> list[tuple[tuple[Any, ...], int]]:
     """Up to `shown` keys held by more than one row, with their counts, in order."""
     counts: dict[tuple[Any, ...], int] = {}
     for k in key_tuples(rows, key):

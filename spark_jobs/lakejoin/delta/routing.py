@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from lakejoin.spec.model import Columns
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
@@ -26,7 +28,7 @@ def key_columns(base: str, width: int) -> list[str]:
     return [base] if width == 1 else [f"{base}_{i}" for i in range(width)]
 
 
-def routes(left_rows: DataFrame, left_key: Sequence[str], fks: Mapping[str, Sequence[str]]) -> DataFrame:
+def routes(left_rows: DataFrame, left_key: Columns, fks: Mapping[str, Columns]) -> DataFrame:
     """The routes of some left rows: the left key (as `key_columns(LEFT_KEY, ...)`), then each
     route (`fks` maps a route's name to the left rows' foreign-key columns, in the order of the
     key they point at; a route of several columns is `key_columns(route, ...)`)."""
@@ -45,10 +47,10 @@ def routes(left_rows: DataFrame, left_key: Sequence[str], fks: Mapping[str, Sequ
 def routed_left_keys(
     index: DataFrame,
     changed_right_keys: DataFrame,
-    right_key: Sequence[str],
+    right_key: Columns,
     route: str = RIGHT_KEY,
     *,
-    left_key: Sequence[str],
+    left_key: Columns,
     changed: int | None = None,
 ) -> DataFrame:
     """The left keys (named as `left_key`) whose `route` holds any of the changed right keys
@@ -69,10 +71,10 @@ def routed_on_driver(
     path: str,
     version: int,
     changed_right_keys: Sequence[tuple[Any, ...]],
-    route: Sequence[str],
+    route: Columns,
     *,
     most: int,
-    left_key: Sequence[str],
+    left_key: Columns,
 ) -> list[tuple[Any, ...]] | None:
     """`routed_left_keys` for right keys listed on the driver, read there (`lookups`): the
     `left_key` of the rows whose `route` columns hold any of them, as of `version`, in the left
@@ -97,8 +99,8 @@ def holding_on_driver(
     list_column: str,
     *,
     most: int,
-    left_key: Sequence[str],
-    element_fields: Sequence[str] = (),
+    left_key: Columns,
+    element_fields: Columns = (),
 ) -> list[tuple[Any, ...]] | None:
     """`routed_on_driver` for a list of foreign keys (list_join): the `left_key` of the rows of
     the table at `path`, as of `version`, whose `list_column` holds any of the changed right

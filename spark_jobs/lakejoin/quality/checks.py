@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakejoin.errors import QualityCheckError
 from lakejoin.quality.reports import reports_root, write_batch_pages
-from lakejoin.spec.model import PipelineSpec, View
+from lakejoin.spec.model import Columns, PipelineSpec, View
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -73,7 +72,7 @@ class Validation:
     expectations: list[Any]
 
 
-def key_expectations(key: Sequence[str]) -> list[Any]:
+def key_expectations(key: Columns) -> list[Any]:
     """A key's expectations: no null in any of its columns, and unique (one column: Great
     Expectations' column uniqueness; several: their compound uniqueness)."""
     import great_expectations as gx
@@ -85,7 +84,7 @@ def key_expectations(key: Sequence[str]) -> list[Any]:
 
 
 def with_key_resolution(
-    rows: DataFrame, target: DataFrame, columns: Sequence[str], target_key: Sequence[str], flag: str
+    rows: DataFrame, target: DataFrame, columns: Columns, target_key: Columns, flag: str
 ) -> DataFrame:
     """The rows plus a boolean column `flag`: do the row's `columns` match a key of `target`
     (its `target_key` columns, in order)?"""

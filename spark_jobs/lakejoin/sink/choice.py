@@ -208,7 +208,7 @@ def merge_by_key(
         source = _differences(spark, path, source.where(F.col(KEEP)), key, columns)
     probe = None
     if known is None or full:
-        keyed, keys, bounds = materialised(source, key)
+        keyed, keys, bounds = materialised(source, list(key))
     else:
         (probe, keys, bounds), keyed = known, source
     facts = _TableFacts(spark, path, keyed, key, keys)
@@ -334,10 +334,10 @@ def _fill(
 
     if commit is not None:
         with stamped(spark, commit.app, commit.final):
-            write_laid_out(rows, path, key)
+            write_laid_out(rows, path, list(key))
         return final_counts(path, commit, MergeCounts())
     before = _version(path)
-    write_laid_out(rows, path, key)
+    write_laid_out(rows, path, list(key))
     last = DeltaTable(path).history(1)[0]
     if last["version"] == before:
         return MergeCounts(applied=False)

@@ -65,6 +65,9 @@ class OnDefinitionChange(enum.Enum):
 # A key: the column(s) that identify a row, in order. `key: a` in a spec is ("a",), `key: [a, b]`
 # is ("a", "b"); a row whose key has a null in any column has a null key.
 Key = tuple[str, ...]
+# What functions that take a key's columns accept: a key, or a list of column names (never a
+# bare string, which is a sequence of its characters).
+Columns = tuple[str, ...] | list[str]
 
 
 def shown(key: Key) -> str:

@@ -16,7 +16,7 @@ from lakejoin.delta import lookups
 from lakejoin.delta.key_ranges import KeyRange, Keys
 from lakejoin.delta.sources import snapshot
 from lakejoin.errors import DuplicateKeyError, NullKeyError
-from lakejoin.spec.model import Key, PipelineSpec, Source, View, shown
+from lakejoin.spec.model import Columns, Key, PipelineSpec, Source, View, shown
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -29,7 +29,7 @@ DUPLICATE_KEY = "lakejoin: two rows hold one key"
 _HOLDERS = "_lj_holders"
 
 
-def checked_unique(rows: DataFrame, key: Sequence[str]) -> DataFrame:
+def checked_unique(rows: DataFrame, key: Columns) -> DataFrame:
     """`rows`, failing with `DUPLICATE_KEY` inside the job that materialises them when two hold
     the same `key`: the check is a window over rows that job reads anyway, not a scan of its
     own. (The filter reads the window's column, so the optimizer can neither prune the check
@@ -287,7 +287,7 @@ class BatchContext:
         fields = [(schema or self.snapshot(source).schema)[c] for c in source.key]
         return self.spark.createDataFrame([tuple(v) for v in values], StructType(fields))
 
-    def referenced_on_driver(self, source: Source, rows: DataFrame, fk: Sequence[str]) -> DataFrame | None:
+    def referenced_on_driver(self, source: Source, rows: DataFrame, fk: Columns) -> DataFrame | None:
         """The rows of `source` at the pin that `rows` (few, from `affected_on_driver`) reference
         through `fk` (columns of `rows`, in the order of `source`'s key; a reference with a null
         in any column references nothing), one per key, read on the driver; None when a driver

@@ -5,9 +5,10 @@ lives here, below both.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from functools import reduce
 from typing import TYPE_CHECKING
+
+from lakejoin.spec.model import Columns
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -15,9 +16,7 @@ if TYPE_CHECKING:
 _WANTED = "_lj_right_key"
 
 
-def matching(
-    left: DataFrame, columns: Sequence[str], right: DataFrame, right_columns: Sequence[str]
-) -> Column:
+def matching(left: DataFrame, columns: Columns, right: DataFrame, right_columns: Columns) -> Column:
     """The join condition `left.columns == right.right_columns`, column by column in order (a
     null in any column matches nothing)."""
     pairs = (left[a] == right[b] for a, b in zip(columns, right_columns, strict=True))
@@ -30,7 +29,7 @@ def wanted_names(width: int) -> list[str]:
 
 
 def referenced_right_rows(
-    right: DataFrame, left_rows: DataFrame, fk: Sequence[str], right_key: Sequence[str]
+    right: DataFrame, left_rows: DataFrame, fk: Columns, right_key: Columns
 ) -> DataFrame:
     """The right rows that the given left rows reference (the only ones a recompute needs)."""
     from pyspark.sql import functions as F
@@ -46,7 +45,7 @@ def referenced_right_rows(
     return right.join(F.broadcast(wanted), matching(right, right_key, wanted, names), how="left_semi")
 
 
-def previous_rows(rows: DataFrame, changes: DataFrame, key: Sequence[str]) -> DataFrame:
+def previous_rows(rows: DataFrame, changes: DataFrame, key: Columns) -> DataFrame:
     """`rows` of a source at the pin as they were at the previous batch's pins: the rows of
     the keys that changed since (`changes`, the source's net change) are their rows before the
     change, or none where the key had no row; the others are as they are. The keys of `changes`
