@@ -97,14 +97,16 @@ def test_a_view_cannot_read_itself():
     assert "display_products -> display_products" in str(error)
 
 
-def test_a_non_unique_rekey_cannot_be_a_source():
+def test_a_non_unique_rekey_is_a_source_keyed_by_the_derived_and_the_master_key():
+    """Its rows are one per (derived key, master key): a view reads it keyed by both (issue 38;
+    before composite keys it could not be read at all)."""
     text = SPEC + (
         "  by_name:\n    rekey: {source: merchants, key: display_name, unique: false}\n"
-        "  reader:\n    fk_join: {left: products, right: by_name, fk: merchant_name}\n"
+        "  reader:\n    fk_join: {left: products, right: by_name, fk: [merchant_name, merchant_id]}\n"
     )
-    error = error_of(text)
-    assert error.key == "views.reader" and error.line == 23
-    assert "keyed by the derived and the master key" in str(error) and "read a unique rekey" in str(error)
+    spec = parse_spec(text, "shop.yaml")
+    assert spec.sources["by_name"].key == ("display_name", "merchant_id")
+    assert spec.views["reader"].fk_join.fk == ("merchant_name", "merchant_id")
 
 
 @pytest.mark.parametrize(
