@@ -1,0 +1,183 @@
+"""Composite keys (issue 38) as truth tables: tables keyed by two columns, one a string with a quote
+in it, through each view kind. After every batch the view equals its oracle, and the output's
+change feed holds exactly the keys the change reaches: a right key is matched on every column,
+never on one part. A null in any part of a key is a null key; a key held twice, a null key and a
+conflict name every column and value."""
+
+from __future__ import annotations
+
+import pytest
+
+from lakejoin.errors import DuplicateKeyError, KeyConflictError, NullKeyError
+from tests.lakehouse import (
+    fk_join_oracle,
+    list_join_oracle,
+    output_rows,
+    pinned,
+    rekey_oracle,
+    run_and_watch,
+    write_spec,
+)
+
+pytestmark = pytest.mark.scenario
+
+LINES = "order_id STRING, line_no INT, tenant STRING, product_id INT, qty INT"
+PRODUCTS = "tenant STRING, product_id INT, title STRING, price DOUBLE"
+BUNDLES = "tenant STRING, bundle_no INT, items ARRAY<STRUCT<tenant: STRING, product_id: INT>>"
+LINE_KEY, PRODUCT_KEY = ("order_id", "line_no"), ("tenant", "product_id")
+SOURCES = {
+    "lines": "[order_id, line_no]",
+    "products": "[tenant, product_id]",
+    "bundles": "[tenant, bundle_no]",
+}
+ON = "o'neil"  # a tenant with a quote in it
+
+PRODUCT_ROWS = [("acme", 1, "pen", 1.0), ("acme", 2, "cup", 2.0), (ON, 1, "pen", 3.0)]
+LINE_ROWS = [
+    ("o'1", 1, "acme", 1, 1),  # (acme, 1)
+    ("o'1", 2, ON, 1, 2),  # (o'neil, 1): the same product_id in another tenant
+    ("o2", 1, "acme", 2, 1),  # (acme, 2): the same tenant, another product_id
+    ("o2", 2, None, 1, 1),  # a null part: an fk that matches nothing
+]
+
+
+def fk_view(how: str) -> str:
+    return f"""\
+  lines_products:
+    fk_join: {{left: lines, right: products, fk: [tenant, product_id], how: {how},
+              right_columns: [title, price], right_prefix: product_}}
+"""
+
+
+def fk_expected(lake, spec) -> list[dict]:  # noqa: ANN001
+    versions = pinned(lake, spec, "lines_products")
+    rows = fk_join_oracle(
+        lake.rows_at("lines", versions["lines"]),
+        lake.rows_at("products", versions["products"]),
+        join=spec.views["lines_products"].fk_join,
+        left_key=LINE_KEY,
+        right_key=PRODUCT_KEY,
+    )
+    return sorted(rows, key=lambda r: tuple(str(v) for v in r.values()))
+
+
+def written_keys(changes: list[dict], key: tuple[str, ...]) -> list[tuple]:
+    """The keys a batch wrote to the output's change feed (inserts, post-images and deletes)."""
+    return sorted({tuple(r[c] for c in key) for r in changes})
+
+
+@pytest.mark.parametrize("how", ["left", "inner"])
+def test_an_fk_join_matches_every_column_of_the_right_key(lake, how):
+    lake.create("lines", LINES, LINE_ROWS)
+    lake.create("products", PRODUCTS, PRODUCT_ROWS)
+    spec = write_spec(lake, {k: SOURCES[k] for k in ("lines", "products")}, fk_view(how))
+    lake.run(spec, "lines_products")
+    assert output_rows(lake, spec, "lines_products") == fk_expected(lake, spec)
+    reached = {"left": [("o2", 2)], "inner": []}[how]  # the null part: null columns, or no row
+
+    # A right row changes: only the line of that (tenant, product_id) is rewritten, not the
+    # line of the same product_id in another tenant, nor of another product_id in that tenant.
+    lake.upsert("products", PRODUCT_KEY, [("acme", 1, "pencil", 1.5)])
+    _, changes = run_and_watch(lake, spec, "lines_products")
+    assert written_keys(changes, LINE_KEY) == [("o'1", 1)]
+    assert output_rows(lake, spec, "lines_products") == fk_expected(lake, spec)
+
+    # A line's fk moves on one part only (the tenant): a left change, rewritten; its old
+    # product's other lines are not touched.
+    lake.upsert("lines", LINE_KEY, [("o2", 1, ON, 2, 1)])  # (o'neil, 2): no such product
+    _, changes = run_and_watch(lake, spec, "lines_products")
+    assert written_keys(changes, LINE_KEY) == [("o2", 1)]
+    assert output_rows(lake, spec, "lines_products") == fk_expected(lake, spec)
+
+    # The right row arrives, and another is deleted: both reach their lines (the null-part
+    # line is reached by neither).
+    lake.upsert("products", PRODUCT_KEY, [(ON, 2, "lid", 4.0)])
+    lake.delete("products", PRODUCT_KEY, [(ON, 1)])
+    _, changes = run_and_watch(lake, spec, "lines_products")
+    assert written_keys(changes, LINE_KEY) == [("o'1", 2), ("o2", 1)]
+    assert output_rows(lake, spec, "lines_products") == fk_expected(lake, spec)
+    assert [tuple(r[c] for c in LINE_KEY) for r in output_rows(lake, spec, "lines_products")].count(
+        ("o2", 2)
+    ) == len(reached)
+
+
+def test_a_list_join_matches_struct_elements_on_every_column(lake):
+    lake.create("products", PRODUCTS, PRODUCT_ROWS)
+    lake.create(
+        "bundles",
+        BUNDLES,
+        [
+            ("acme", 1, [("acme", 1), (ON, 1), ("acme", 1)]),
+            (ON, 1, [(ON, 1)]),
+            ("acme", 2, [("acme", 2), (None, 1)]),  # a null part: null columns
+        ],
+    )
+    views = """\
+  bundle_items:
+    list_join: {left: bundles, list: items, right: products, into: products}
+"""
+    spec = write_spec(lake, {k: SOURCES[k] for k in ("bundles", "products")}, views)
+    lake.run(spec, "bundle_items")
+    assert output_rows(lake, spec, "bundle_items") == list_join_oracle(lake, spec, "bundle_items")
+    first = output_rows(lake, spec, "bundle_items")[0]["products"][0]
+    assert list(first) == ["tenant", "product_id", "title", "price"]  # the key's columns, then the right's
+
+    # (o'neil, 1) changes: the two bundles holding it are re-joined, not the one holding
+    # (acme, 2) nor its element with a null part.
+    lake.upsert("products", PRODUCT_KEY, [(ON, 1, "pen", 3.5)])
+    _, changes = run_and_watch(lake, spec, "bundle_items")
+    assert written_keys(changes, ("tenant", "bundle_no")) == [("acme", 1), (ON, 1)]
+    assert output_rows(lake, spec, "bundle_items") == list_join_oracle(lake, spec, "bundle_items")
+
+    # A bundle's list changes one element's tenant only.
+    lake.upsert("bundles", ("tenant", "bundle_no"), [(ON, 1, [("acme", 1)])])
+    _, changes = run_and_watch(lake, spec, "bundle_items")
+    assert written_keys(changes, ("tenant", "bundle_no")) == [(ON, 1)]
+    assert output_rows(lake, spec, "bundle_items") == list_join_oracle(lake, spec, "bundle_items")
+
+
+def test_a_rekey_by_two_columns_keeps_the_latest_and_names_a_conflict(lake):
+    lake.create("products", PRODUCTS, PRODUCT_ROWS)
+    views = """\
+  products_by_title:
+    rekey: {source: products, key: [tenant, title], columns: [price], on_conflict: latest}
+  strict_by_title:
+    rekey: {source: products, key: [tenant, title], columns: [price]}
+"""
+    spec = write_spec(lake, {"products": SOURCES["products"]}, views)
+    for view in ("products_by_title", "strict_by_title"):
+        lake.run(spec, view)
+        assert output_rows(lake, spec, view) == rekey_oracle(lake, spec, view)
+    assert [list(r) for r in output_rows(lake, spec, "products_by_title")][0] == [
+        "tenant",
+        "title",
+        "product_id",
+        "price",
+    ]
+
+    # (acme, 2) takes the title of (acme, 1): a conflict in tenant acme, not with o'neil's pen.
+    lake.upsert("products", PRODUCT_KEY, [("acme", 2, "pen", 2.5)])
+    lake.run(spec, "products_by_title")
+    assert output_rows(lake, spec, "products_by_title") == rekey_oracle(lake, spec, "products_by_title")
+    with pytest.raises(KeyConflictError) as conflict:
+        lake.run(spec, "strict_by_title")
+    assert "(tenant, title)=('acme', 'pen') <- (tenant, product_id) [('acme', 1), ('acme', 2)]" in str(
+        conflict.value
+    )
+
+
+def test_a_null_part_or_a_key_held_twice_is_refused_naming_the_columns(lake):
+    lake.create("lines", LINES, LINE_ROWS)
+    lake.create("products", PRODUCTS, [*PRODUCT_ROWS, ("acme", 1, "pen again", 9.0)])
+    spec = write_spec(lake, {k: SOURCES[k] for k in ("lines", "products")}, fk_view("left"))
+    with pytest.raises(DuplicateKeyError) as twice:
+        lake.run(spec, "lines_products")
+    assert "(tenant, product_id)=('acme', 1) (2 rows)" in str(twice.value)
+
+    lake.delete("products", PRODUCT_KEY, [("acme", 1)])
+    lake.run(spec, "lines_products")
+    lake.append("lines", [("o3", None, "acme", 2, 1)])
+    with pytest.raises(NullKeyError) as null:
+        lake.run(spec, "lines_products")
+    assert "whose key (order_id, line_no) has a null in one of its columns" in str(null.value)
+    assert "'order_id'" in str(null.value) and "'line_no'" in str(null.value)
