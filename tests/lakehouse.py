@@ -268,7 +268,12 @@ def list_join_oracle(lake: Lakehouse, spec: PipelineSpec, view: str) -> list[dic
         for e in elements:
             # An element is the right key's value, or a struct of its columns (a dict here).
             k = key_of(e, right.key) if isinstance(e, dict) else e
-            parts = dict(e) if isinstance(e, dict) else {right.key[0]: e}
+            if isinstance(e, dict):
+                parts = dict(e)
+            elif e is None and len(right.key) > 1:
+                parts = {c: None for c in right.key}  # a null struct: every key column null
+            else:
+                parts = {right.key[0]: e}
             joined.append({**parts, **{c: (by_key[k][c] if k in by_key else None) for c in columns}})
         out.append(
             {(join.into if c == join.list else c): (joined if c == join.list else v) for c, v in row.items()}

@@ -55,7 +55,7 @@ def claims(spark, claimed: list[tuple]):
 def test_a_unique_derived_key_keeps_the_latest_claim(spark, claimed, kept):
     resolved = resolve(claims(spark, claimed), ("display_name",), ("merchant_id",), unique=True)
 
-    assert resolved.columns == [("display_name",), ("merchant_id",), SINCE, "country"]
+    assert resolved.columns == ["display_name", "merchant_id", SINCE, "country"]
     assert rows(resolved) == ordered(kept)
 
 

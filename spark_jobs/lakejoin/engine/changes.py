@@ -56,11 +56,10 @@ def source_changes(
             raise NullKeyError(
                 f"changes between versions {first} and {last} hold a row {whose}",
                 where=where,
-                fix=f"give every row a value in {_each(source.key)} in the source, or filter null keys "
-                "out upstream",
+                fix=f"give every row {_each(source.key)} in the source, or filter null keys out upstream",
             ) from None
         raise translate_read_error(exc, role=where, path=source.path, first=first, last=last) from exc
 
 
 def _each(key: Key) -> str:
-    return f"'{key[0]}'" if len(key) == 1 else "each of " + ", ".join(f"'{c}'" for c in key)
+    return f"a '{key[0]}'" if len(key) == 1 else "a value in each of " + ", ".join(f"'{c}'" for c in key)

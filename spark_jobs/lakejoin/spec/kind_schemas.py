@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from lakejoin.spec.model import Enrich, FkJoin, Key, ListJoin, PipelineSpec, Rekey, Source, shown
+from lakejoin.spec.model import Enrich, FkJoin, Key, ListJoin, PipelineSpec, Rekey, Source, quoted, shown
 
 
 def _check_columns(
@@ -152,8 +152,8 @@ def check_rekey(
     if set(rekey.key) == set(master.key):
         raise spec.error(
             f"{base}.key",
-            f"{shown(rekey.key)} is already the key of '{master.name}'",
-            "re-key by other columns; the master key is kept in every derived row",
+            f"{quoted(rekey.key)} is already the key of '{master.name}'",
+            "re-key by another column; the master key is kept in every derived row",
         )
     shared = [c for c in rekey.key if c in master.key]
     if shared and not rekey.unique:

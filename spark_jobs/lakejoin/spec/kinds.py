@@ -20,7 +20,7 @@ from lakejoin.spec.model import (
     ListJoin,
     OnConflict,
     Rekey,
-    shown,
+    quoted,
 )
 from lakejoin.spec.yaml_lines import SpecReader, describe
 
@@ -148,8 +148,8 @@ def parse_enrich(reader: SpecReader, raw: Any, key: str, known: Known) -> Enrich
             prefix,
             _columns(reader, body, at, "columns"),
         )
-        if any(d.id == dimension.id for d in dimensions):
-            raise reader.fail(at, f"dimension '{table}' on fk {shown(fk)} is listed twice", "list it once")
+        if any((d.table, d.fk) == (dimension.table, dimension.fk) for d in dimensions):
+            raise reader.fail(at, f"dimension '{table}' on fk {quoted(fk)} is listed twice", "list it once")
         dimensions.append(dimension)
     threshold = _number(reader, raw, key, "fanout_threshold", FANOUT_THRESHOLD, most=1.0)
     if "fanout_threshold" in raw and mode is not EnrichMode.PROPAGATE:

@@ -75,6 +75,12 @@ def shown(key: Key) -> str:
     return key[0] if len(key) == 1 else f"({', '.join(key)})"
 
 
+def quoted(key: Key) -> str:
+    """A key as a message names it on its own: `'a'` for one column (as before composite
+    keys), `(a, b)` for several."""
+    return f"'{key[0]}'" if len(key) == 1 else shown(key)
+
+
 @dataclass(frozen=True)
 class Source:
     name: str
@@ -131,7 +137,9 @@ class Dimension:
     @property
     def id(self) -> str:
         """A stable name for the dimension's routing index (reordering the spec keeps it)."""
-        return f"{self.table}_by_{'_'.join(self.fk)}"
+        return (
+            f"{self.table}_by_{self.fk[0]}" if len(self.fk) == 1 else f"{self.table}_by_{'__'.join(self.fk)}"
+        )
 
 
 @dataclass(frozen=True)

@@ -110,8 +110,12 @@ class BatchContext:
                 if len(key) == 1
                 else f"a row's key {shown(key)} has a null in one of its columns",
                 where=self.where(source, self.version(source)),
-                fix=f"give every row a value in {', '.join(repr(c) for c in key)} in the source, or "
-                "filter null keys out upstream",
+                fix=(
+                    f"give every row a '{key[0]}'"
+                    if len(key) == 1
+                    else f"give every row a value in each of {', '.join(repr(c) for c in key)}"
+                )
+                + " in the source, or filter null keys out upstream",
             )
 
     def require_unique(self, rows: DataFrame, source: Source) -> None:

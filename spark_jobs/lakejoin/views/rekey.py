@@ -35,7 +35,7 @@ from lakejoin.errors import KeyConflictError
 from lakejoin.quality.checks import Validation
 from lakejoin.sink.choice import KEEP
 from lakejoin.sink.keyed_tables import schema_drift
-from lakejoin.spec.model import Key, OnConflict, PipelineSpec, View, shown
+from lakejoin.spec.model import Key, OnConflict, PipelineSpec, View, quoted, shown
 from lakejoin.views.base import Rebuilt, ViewKindLogic
 from lakejoin.views.context import STATE, BatchContext, shown_value
 
@@ -114,12 +114,6 @@ class RekeyView(ViewKindLogic):
         if self.rekey.unique:
             return self.rekey.key
         return (*self.rekey.key, *self.master.key)
-
-    @property
-    def _keys(self) -> list[str]:
-        """The derived key's columns, then the master key's not among them: an output row's
-        leading columns (a column in both keys appears once)."""
-        return list(dict.fromkeys((*self.rekey.key, *self.master.key)))
 
     def _columns(self, schemas: Mapping[str, Mapping[str, str]]) -> list[str]:
         """The master's chosen columns, but for the master key's and the derived key's."""
@@ -212,7 +206,7 @@ class RekeyView(ViewKindLogic):
                     + shown_conflicts(clashes, v, k, limit=20),
                     where=f"view '{self.view.name}', source '{self.master.name}' at version "
                     f"{ctx.version(self.master)}",
-                    fix=f"make {shown(v)} unique among the master rows and run again (nothing was written), "
+                    fix=f"make {quoted(v)} unique among the master rows and run again (nothing was written), "
                     "or declare 'on_conflict: latest' (the master changed last wins) or "
                     "'unique: false' (one row per master)",
                 )
