@@ -10,6 +10,7 @@ import pytest
 
 from lakejoin.errors import DuplicateKeyError, KeyConflictError, NullKeyError
 from tests.lakehouse import (
+    enrich_oracle,
     fk_join_oracle,
     list_join_oracle,
     output_rows,
@@ -181,3 +182,54 @@ def test_a_null_part_or_a_key_held_twice_is_refused_naming_the_columns(lake):
         lake.run(spec, "lines_products")
     assert "whose key (order_id, line_no) has a null in one of its columns" in str(null.value)
     assert "'order_id'" in str(null.value) and "'line_no'" in str(null.value)
+
+
+def test_an_enrich_by_a_composite_fk_reaches_the_facts_of_that_key_only(lake):
+    lake.create("lines", LINES, LINE_ROWS)
+    lake.create("products", PRODUCTS, PRODUCT_ROWS)
+    views = """\
+  propagated:
+    enrich:
+      fact: lines
+      mode: propagate
+      fanout_threshold: 1.0
+      dimensions: [{table: products, fk: [tenant, product_id], prefix: p_, columns: [title]}]
+  looked_up:
+    enrich:
+      fact: lines
+      mode: lookup
+      dimensions: [{table: products, fk: [tenant, product_id], prefix: p_, columns: [title], how: inner}]
+"""
+    spec = write_spec(lake, {k: SOURCES[k] for k in ("lines", "products")}, views)
+
+    def titles(view: str) -> dict[tuple, str | None]:
+        return {(r["order_id"], r["line_no"]): r["p_title"] for r in output_rows(lake, spec, view)}
+
+    for view in ("propagated", "looked_up"):
+        lake.run(spec, view)
+    assert output_rows(lake, spec, "propagated") == enrich_oracle(lake, spec, "propagated")
+    assert titles("looked_up") == {("o'1", 1): "pen", ("o'1", 2): "pen", ("o2", 1): "cup"}
+
+    # (o'neil, 1) is renamed: propagate rewrites the one line of that tenant's product 1, not
+    # acme's; lookup keeps what its facts were enriched with. A new line of (o'neil, 1) is
+    # enriched with the new title by both.
+    lake.upsert("products", PRODUCT_KEY, [(ON, 1, "quill", 3.0)])
+    lake.upsert("lines", LINE_KEY, [("o3", 1, ON, 1, 5)])
+    _, changes = run_and_watch(lake, spec, "propagated")
+    assert written_keys(changes, LINE_KEY) == [("o'1", 2), ("o3", 1)]
+    assert output_rows(lake, spec, "propagated") == enrich_oracle(lake, spec, "propagated")
+    _, changes = run_and_watch(lake, spec, "looked_up")
+    assert written_keys(changes, LINE_KEY) == [("o3", 1)]
+    assert titles("looked_up") == {("o'1", 1): "pen", ("o'1", 2): "pen", ("o2", 1): "cup", ("o3", 1): "quill"}
+
+    # A line whose fk moves on one part and a deleted dimension row: propagate nulls the
+    # lines of the deleted (acme, 2) only; lookup re-enriches the moved line (inner: the
+    # line of no product leaves the output) and keeps the rest.
+    lake.upsert("lines", LINE_KEY, [("o'1", 1, ON, 2, 1)])
+    lake.delete("products", PRODUCT_KEY, [("acme", 2)])
+    _, changes = run_and_watch(lake, spec, "propagated")
+    assert written_keys(changes, LINE_KEY) == [("o'1", 1), ("o2", 1)]
+    assert output_rows(lake, spec, "propagated") == enrich_oracle(lake, spec, "propagated")
+    _, changes = run_and_watch(lake, spec, "looked_up")
+    assert written_keys(changes, LINE_KEY) == [("o'1", 1)]
+    assert titles("looked_up") == {("o'1", 2): "pen", ("o2", 1): "cup", ("o3", 1): "quill"}
