@@ -119,19 +119,39 @@ def write_laid_out(rows: DataFrame, path: str, key: Columns) -> None:
 Keys = tuple["DataFrame", int, KeyRange]
 
 
-def materialised(frame: DataFrame, columns: Columns = ()) -> Keys:
+class NullKeyFoundError(Exception):
+    """`materialised(..., refuse_null_keys=True)` found rows with a null in a key column."""
+
+    def __init__(self, rows: int) -> None:
+        super().__init__(f"{rows} row(s) with a null key")
+        self.rows = rows
+
+
+def materialised(frame: DataFrame, columns: Columns = (), *, refuse_null_keys: bool = False) -> Keys:
     """Materialise `frame` once (a local checkpoint) and count its rows, and the range of each
     of `columns` when given, in that same Spark job (an observation), not in jobs of their own.
+    With `refuse_null_keys` the same observation counts the rows with a null in any of
+    `columns`, and any raises `NullKeyFoundError`.
+
+    (An observation, not a `raise_error` filter: Spark keeps a checkpointed frame's filters as
+    constraints, and a semi-join on the key copies them onto the other side, where the
+    `raise_error` then fails on that side's own null keys.)
 
     >>> keys, n, bounds = materialised(affected, ("order_id",))         # doctest: +SKIP
     """
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
+    from lakejoin.delta.change_feed import null_key
+
     observed = Observation()
     measures = [F.count(F.lit(1)).alias("n"), *(KeyRange.aggregates(columns) if columns else [])]
+    if refuse_null_keys and columns:
+        measures.append(F.count(F.when(null_key(columns), F.lit(1))).alias("_lj_null_keys"))
     done = frame.observe(observed, *measures).localCheckpoint()
     row = observed.get
+    if refuse_null_keys and columns and row["_lj_null_keys"]:
+        raise NullKeyFoundError(int(row["_lj_null_keys"]))
     if not columns or not enabled(frame.sparkSession):
         return done, int(row["n"]), KeyRange(tuple(columns))
     return done, int(row["n"]), KeyRange.from_row(frame, columns, row)
