@@ -42,7 +42,7 @@ airflow-ui: install
 test: install lint
 	# tests/unit alone first: no JVM (its conftest fails a test that brings pyspark in), seconds
 	$(BIN)/python -m pytest -p no:cacheprovider -q tests/unit
-	$(BIN)/python -m pytest -p no:cacheprovider --durations=15 -n 2 --dist worksteal --ignore=tests/unit
+	$(BIN)/python -m pytest -p no:cacheprovider --durations=40 -n 2 --dist worksteal --ignore=tests/unit
 
 test-fast: install
 	$(BIN)/python -m pytest -p no:cacheprovider -m "unit"

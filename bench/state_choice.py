@@ -97,7 +97,8 @@ def driver_keys(path: str, column: str, values: list[Any], wanted: str) -> set[A
 
     from lakejoin.delta import lookups
 
-    rows = lookups.read_keys(path, int(DeltaTable(path).version()), column, values, [wanted])
+    keys = [(v,) for v in values]
+    rows = lookups.read_keys(path, int(DeltaTable(path).version()), (column,), keys, [wanted])
     assert rows is not None
     return set(rows.column(wanted).to_pylist())
 
@@ -134,7 +135,7 @@ def measure(spark: SparkSession, work: Path, orders: int, seed: int) -> list[dic
         from lakejoin.delta.key_ranges import write_laid_out
 
         path = str(work / "routing" / name)
-        write_laid_out(rows, path, by)
+        write_laid_out(rows, path, [by])
         return path
 
     orders_index = routing_index(
@@ -153,7 +154,7 @@ def measure(spark: SparkSession, work: Path, orders: int, seed: int) -> list[dic
     products = load(paths["products"])
     composite_index = routing_index(
         "products_tagged",
-        list_join.composite_rows(products, spec.views["products_tagged"].list_join, "product_id"),
+        list_join.composite_rows(products, spec.views["products_tagged"].list_join, ("product_id",)),
         list_join.ELEMENT,
     )
 
@@ -191,9 +192,14 @@ def measure(spark: SparkSession, work: Path, orders: int, seed: int) -> list[dic
             return driver_keys(composite_index, list_join.ELEMENT, values, list_join.LEFT_KEY)
         version = DeltaTable(paths["products"]).version()
         found = routing.holding_on_driver(
-            paths["products"], version, values, "tag_ids", most=10**9, left_key="product_id"
+            paths["products"],
+            version,
+            [(v,) for v in values],
+            "tag_ids",
+            most=10**9,
+            left_key=("product_id",),
         )
-        return set(found or ())
+        return {k[0] for k in found or ()}
 
     lookups: list[tuple[str, int, Reads, DriverReads, str, str]] = [
         (

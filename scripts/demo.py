@@ -30,7 +30,7 @@ LAKEHOUSE = ROOT / "lakehouse"
 SPEC = ROOT / "pipelines" / "marketplace.yaml"
 DAG_ID = "lakejoin_marketplace"
 BIN = Path(sys.executable).parent
-SHOWN = ("display_products", "person_addresses")  # the views shown at the end
+SHOWN = ("display_products", "person_addresses", "order_line_products")  # the views shown at the end
 console = Console(highlight=False)
 
 

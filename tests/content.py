@@ -16,15 +16,29 @@ from typing import Any
 CDF = ("_change_type", "_commit_version", "_commit_timestamp")
 AFTER = ("insert", "update_postimage")
 
+Key = str | tuple[str, ...]  # a column name, or a spec's key (a tuple of one column or several)
 
-def commit_changes(feed: Iterable[Mapping[str, Any]], key: str) -> dict[Any, list[tuple[int, dict | None]]]:
+
+def key_of(row: Mapping[str, Any], key: Key) -> Any:
+    """A row's key value: the column's value for a key of one column, a tuple for several."""
+    if isinstance(key, str):
+        return row[key]
+    return row[key[0]] if len(key) == 1 else tuple(row[c] for c in key)
+
+
+def null_key(value: Any) -> bool:
+    """Whether a key value (`key_of`) is null: a null in any of its columns."""
+    return value is None or (isinstance(value, tuple) and any(v is None for v in value))
+
+
+def commit_changes(feed: Iterable[Mapping[str, Any]], key: Key) -> dict[Any, list[tuple[int, dict | None]]]:
     """Each key's commits that changed its content, in version order: (version, its row after
     the commit, None when deleted)."""
     sides: dict[tuple[Any, int], dict[str, dict | None]] = {}
     for row in feed:
         data = {c: v for c, v in row.items() if c not in CDF}
         side = "after" if row["_change_type"] in AFTER else "before"
-        sides.setdefault((row[key], int(row["_commit_version"])), {})[side] = data
+        sides.setdefault((key_of(row, key), int(row["_commit_version"])), {})[side] = data
     changes: dict[Any, list[tuple[int, dict | None]]] = {}
     for (k, version), commit in sorted(sides.items(), key=lambda item: (repr(item[0][0]), item[0][1])):
         after = commit.get("after")
@@ -33,13 +47,13 @@ def commit_changes(feed: Iterable[Mapping[str, Any]], key: str) -> dict[Any, lis
     return changes
 
 
-def last_changes(feed: Iterable[Mapping[str, Any]], key: str) -> dict[Any, tuple[int, dict | None]]:
+def last_changes(feed: Iterable[Mapping[str, Any]], key: Key) -> dict[Any, tuple[int, dict | None]]:
     """Each key's last change of content: (version, its row then, None when deleted). A key whose
     commits all left it as it was is absent."""
     return {k: commits[-1] for k, commits in commit_changes(feed, key).items()}
 
 
-def changed_keys(feed: Iterable[Mapping[str, Any]], key: str, after: int, upto: int) -> set[Any]:
+def changed_keys(feed: Iterable[Mapping[str, Any]], key: Key, after: int, upto: int) -> set[Any]:
     """The keys some commit in versions (after, upto] changed the content of."""
     return {
         k

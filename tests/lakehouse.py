@@ -12,7 +12,7 @@ from lakejoin.delta.markers import FAILPOINT
 from lakejoin.engine.batch import BatchSummary, batch_log, run_view
 from lakejoin.spec.model import JoinHow, PipelineSpec
 from lakejoin.spec.parse import load_spec
-from tests.content import changed_keys, last_changes
+from tests.content import Key, changed_keys, key_of, last_changes, null_key
 
 PRODUCTS = "product_id STRING, name STRING, price DOUBLE, merchant_id STRING"
 MERCHANTS = "merchant_id STRING, display_name STRING, photo_url STRING"
@@ -42,39 +42,37 @@ class Lakehouse:
                 self.path(table)
             )
 
-    def upsert(self, table: str, key: str, rows: list[tuple]) -> None:
+    def upsert(self, table: str, key: Key, rows: list[tuple]) -> None:
         from delta.tables import DeltaTable
-        from pyspark.sql import functions as F
 
         target = DeltaTable.forPath(self.spark, self.path(table))
         schema = self.spark.read.format("delta").load(self.path(table)).schema
         source = self.spark.createDataFrame(rows, schema)
         (
             target.alias("t")
-            .merge(source.alias("s"), F.col(f"t.{key}") == F.col(f"s.{key}"))
+            .merge(source.alias("s"), _same(key, "t", "s"))
             .whenMatchedUpdateAll()
             .whenNotMatchedInsertAll()
             .execute()
         )
 
-    def delete(self, table: str, key: str, keys: list[Any]) -> None:
+    def delete(self, table: str, key: Key, keys: list[Any]) -> None:
+        """Delete the rows of `keys` (values of a one-column key, tuples of a key of several)."""
         from delta.tables import DeltaTable
-        from pyspark.sql import functions as F
 
-        DeltaTable.forPath(self.spark, self.path(table)).delete(F.col(key).isin(keys))
+        DeltaTable.forPath(self.spark, self.path(table)).delete(_among(key, keys))
 
-    def rewrite(self, table: str, key: str, keys: list[Any] | None = None, *, writer: str = "spark") -> bool:
+    def rewrite(self, table: str, key: Key, keys: list[Any] | None = None, *, writer: str = "spark") -> bool:
         """Write rows of `table` back exactly as they are, a change of no row's content (issue
         36): those of `keys` (the ones that exist), or every row (a reload). `writer`: a MERGE
         `whenMatchedUpdateAll` by Spark ("spark") or by delta-rs ("delta-rs"), both of which
         record an update pre- and an equal post-image per row; or ("overwrite", every row only)
         Spark's overwrite of the table with its own rows, a delete and an equal insert per row
         in one commit. False, and no commit, when no such row exists."""
-        from pyspark.sql import functions as F
 
         frame = self.spark.read.format("delta").load(self.path(table))
         if keys is not None:
-            frame = frame.where(F.col(key).isin(list(keys)))
+            frame = frame.where(_among(key, list(keys)))
         rows = frame.collect()
         if not rows:
             return False
@@ -86,7 +84,12 @@ class Lakehouse:
 
             (
                 Rs(self.path(table))
-                .merge(again.toArrow(), f"t.{key} = s.{key}", source_alias="s", target_alias="t")
+                .merge(
+                    again.toArrow(),
+                    " AND ".join(f"t.{c} = s.{c}" for c in _columns(key)),
+                    source_alias="s",
+                    target_alias="t",
+                )
                 .when_matched_update_all()
                 .when_not_matched_insert_all()
                 .execute()
@@ -132,7 +135,7 @@ views:
     def output(self, spec: PipelineSpec, view: str = "display_products") -> list[dict]:
         rows = self.spark.read.format("delta").load(spec.views[view].path).collect()
         key = spec.sources[spec.views[view].fk_join.left].key
-        return sorted((r.asDict() for r in rows), key=lambda r: r[key])
+        return sorted((r.asDict() for r in rows), key=lambda r: key_of(r, key))
 
     def output_changes(self, spec: PipelineSpec, first: int, view: str = "display_products") -> list[dict]:
         frame = (
@@ -159,21 +162,53 @@ views:
 
 
 def fk_join_oracle(
-    left_rows: list[dict], right_rows: list[dict], *, join, left_key: str, right_key: str
+    left_rows: list[dict], right_rows: list[dict], *, join, left_key: Key, right_key: Key
 ) -> list[dict]:
-    by_key = {r[right_key]: r for r in right_rows}
+    by_key = {key_of(r, right_key): r for r in right_rows}
     columns = (
         list(join.right_columns)
         if join.right_columns
-        else [c for c in (right_rows[0] if right_rows else {}) if c != right_key]
+        else [c for c in (right_rows[0] if right_rows else {}) if c not in _columns(right_key)]
     )
     out = []
     for row in left_rows:
-        match = by_key.get(row[join.fk]) if row[join.fk] is not None else None
+        fk = key_of(row, join.fk)
+        match = None if null_key(fk) else by_key.get(fk)
         if match is None and join.how is JoinHow.INNER:
             continue
         out.append({**row, **{join.right_prefix + c: (match[c] if match else None) for c in columns}})
-    return sorted(out, key=lambda r: r[left_key])
+    return sorted(out, key=lambda r: key_of(r, left_key))
+
+
+def _columns(key: Key) -> tuple[str, ...]:
+    return (key,) if isinstance(key, str) else tuple(key)
+
+
+def _same(key: Key, a: str, b: str):  # noqa: ANN202 - a Spark Column
+    """`a.k = b.k` for every column of the key."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    return reduce(lambda x, y: x & y, (F.col(f"{a}.{c}") == F.col(f"{b}.{c}") for c in _columns(key)))
+
+
+def _among(key: Key, keys: list[Any]):  # noqa: ANN202 - a Spark Column
+    """Rows whose key is one of `keys` (values of a one-column key, tuples of a key of several)."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    columns = _columns(key)
+    if len(columns) == 1:
+        return F.col(columns[0]).isin(list(keys))
+    if not keys:
+        return F.lit(False)
+    each = (
+        reduce(lambda x, y: x & y, (F.col(c) == F.lit(v) for c, v in zip(columns, k, strict=True)))
+        for k in keys
+    )
+    return reduce(lambda x, y: x | y, each)
 
 
 # --- list_join and rekey ------------------------------------------------------------------
@@ -220,18 +255,26 @@ def list_join_oracle(lake: Lakehouse, spec: PipelineSpec, view: str) -> list[dic
     left_rows = source_rows(lake, spec, left.name, versions[left.name])
     right_rows = source_rows(lake, spec, right.name, versions[right.name])
     columns = list(join.right_columns or ()) or [
-        f.name for f in lake.spark.read.format("delta").load(right.path).schema if f.name != right.key
+        f.name for f in lake.spark.read.format("delta").load(right.path).schema if f.name not in right.key
     ]
-    by_key = {r[right.key]: r for r in right_rows}
+    by_key = {key_of(r, right.key): r for r in right_rows}
     out = []
     for row in left_rows:
         elements = list(row[join.list] or [])
         if join.duplicates is Duplicates.DROP:
             seen: list = []
             elements = [e for e in elements if not (e in seen or seen.append(e))]
-        joined = [
-            {right.key: e, **{c: (by_key[e][c] if e in by_key else None) for c in columns}} for e in elements
-        ]
+        joined = []
+        for e in elements:
+            # An element is the right key's value, or a struct of its columns (a dict here).
+            k = key_of(e, right.key) if isinstance(e, dict) else e
+            if isinstance(e, dict):
+                parts = dict(e)
+            elif e is None and len(right.key) > 1:
+                parts = {c: None for c in right.key}  # a null struct: every key column null
+            else:
+                parts = {right.key[0]: e}
+            joined.append({**parts, **{c: (by_key[k][c] if k in by_key else None) for c in columns}})
         out.append(
             {(join.into if c == join.list else c): (joined if c == join.list else v) for c, v in row.items()}
         )
@@ -250,7 +293,7 @@ def change_feed(lake: Lakehouse, table: str, version: int) -> list[dict]:
     return [r.asDict(recursive=True) for r in frame.collect()]
 
 
-def last_change_versions(lake: Lakehouse, table: str, key: str, version: int) -> dict[Any, int]:
+def last_change_versions(lake: Lakehouse, table: str, key: Key, version: int) -> dict[Any, int]:
     """Each live key's commit version of its last change of content, from the whole change feed:
     a commit that wrote the row back as it was is none (tests/content.py)."""
     last = last_changes(change_feed(lake, table, version), key)
@@ -264,22 +307,22 @@ def rekey_oracle(lake: Lakehouse, spec: PipelineSpec, view: str) -> list[dict]:
     master = spec.sources[rekey.source]
     version = pinned(lake, spec, view)[master.name]
     rows = lake.rows_at(rekey.source, version)
-    columns = [
-        c for c in (rekey.columns or (rows[0].keys() if rows else ())) if c not in (rekey.key, master.key)
-    ]
-    since = last_change_versions(lake, rekey.source, master.key, version)
-    claims = [r for r in rows if r[rekey.key] is not None]
+    v, k = rekey.key, master.key
+    columns = [c for c in (rekey.columns or (rows[0].keys() if rows else ())) if c not in (*v, *k)]
+    since = last_change_versions(lake, rekey.source, k, version)
+    claims = [r for r in rows if not null_key(key_of(r, v))]
     if rekey.unique:
         best: dict[Any, dict] = {}
         for r in claims:
-            held = best.get(r[rekey.key])
-            if held is None or (since[r[master.key]], r[master.key]) > (
-                since[held[master.key]],
-                held[master.key],
+            held = best.get(key_of(r, v))
+            if held is None or (since[key_of(r, k)], key_of(r, k)) > (
+                since[key_of(held, k)],
+                key_of(held, k),
             ):
-                best[r[rekey.key]] = r
+                best[key_of(r, v)] = r
         claims = list(best.values())
-    out = [{rekey.key: r[rekey.key], master.key: r[master.key], **{c: r[c] for c in columns}} for r in claims]
+    leading = list(dict.fromkeys((*v, *k)))
+    out = [{**{c: r[c] for c in leading}, **{c: r[c] for c in columns}} for r in claims]
     return sorted(out, key=lambda r: tuple(str(v) for v in r.values()))
 
 
@@ -357,12 +400,13 @@ def enriched(
         rows = source_rows(lake, spec, d.table, versions[d.table])
         path = spec.sources[d.table].path
         columns = list(
-            d.columns or [c for c in lake.spark.read.format("delta").load(path).columns if c != key]
+            d.columns or [c for c in lake.spark.read.format("delta").load(path).columns if c not in key]
         )
-        by_key = {r[key]: r for r in rows}
+        by_key = {key_of(r, key): r for r in rows}
         kept = []
         for row in out:
-            match = by_key.get(row[d.fk]) if row[d.fk] is not None else None
+            fk = key_of(row, d.fk)
+            match = None if null_key(fk) else by_key.get(fk)
             if match is None and d.how is JoinHow.INNER:
                 continue
             kept.append({**row, **{d.prefix + c: (match[c] if match else None) for c in columns}})
@@ -384,12 +428,16 @@ def lookup_model(
     versions = pinned(lake, spec, view)
     facts = source_rows(lake, spec, enrich.fact, versions[enrich.fact])
     if held is None:
-        redo = {f[key] for f in facts}
+        redo = {key_of(f, key) for f in facts}
     else:
         feed = change_feed(lake, enrich.fact, versions[enrich.fact])
         redo = changed_keys(feed, key, since, versions[enrich.fact])
-    fresh = {r[key]: r for r in enriched(lake, spec, view, [f for f in facts if f[key] in redo], versions)}
-    return {f[key]: fresh.get(f[key]) if f[key] in redo else (held or {})[f[key]] for f in facts}
+    redone = [f for f in facts if key_of(f, key) in redo]
+    fresh = {key_of(r, key): r for r in enriched(lake, spec, view, redone, versions)}
+    return {
+        key_of(f, key): fresh.get(key_of(f, key)) if key_of(f, key) in redo else (held or {})[key_of(f, key)]
+        for f in facts
+    }
 
 
 def model_rows(model: dict[Any, dict | None]) -> list[dict]:

@@ -223,9 +223,9 @@ def test_key_ranges_are_taken_only_for_types_whose_values_round_trip_exactly(
     spark, column_type, value, bounded
 ):
     frame = spark.sql(f"SELECT CAST({value} AS {column_type}) AS k")
-    bounds = KeyRange.of(frame, "k")
-    assert (bounds.lo is not None) is bounded
-    assert frame.where(bounds.covers(frame["k"])).count() == 1
+    bounds = KeyRange.of(frame, ("k",))
+    assert (bounds.bounds != ()) is bounded
+    assert frame.where(bounds.covers()).count() == 1
 
 
 def test_an_fk_join_batch_of_recent_products_reads_no_old_file_of_source_or_output(lake, monkeypatch):

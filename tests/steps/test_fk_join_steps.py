@@ -56,7 +56,7 @@ def test_a_recompute_joins_each_left_row_on_its_exact_fk(spark, how, expected):
         spark.createDataFrame(LEFT, PRODUCTS),
         spark.createDataFrame(RIGHT, MERCHANTS),
         join(how),
-        right_key="merchant_id",
+        right_key=("merchant_id",),
         right_columns=["display_name", "logo"],
     )
 
@@ -75,7 +75,7 @@ def test_a_recompute_carries_only_the_chosen_right_columns(spark):
         spark.createDataFrame(LEFT[:1], PRODUCTS),
         spark.createDataFrame(RIGHT, MERCHANTS),
         join(JoinHow.LEFT, ("logo",)),
-        right_key="merchant_id",
+        right_key=("merchant_id",),
         right_columns=["logo"],
     )
 
@@ -101,7 +101,7 @@ def test_the_affected_keys_are_the_changed_and_the_routed_left_keys_once(
     )
     reached = spark.createDataFrame([(k,) for k in routed], "product_id string")
 
-    keys = affected_keys(changed, reached, "product_id")
+    keys = affected_keys(changed, reached, ("product_id",))
 
     assert keys.columns == ["product_id"]
     assert rows(keys) == [(k,) for k in affected]
@@ -111,8 +111,8 @@ def test_a_recompute_reads_only_the_right_rows_its_left_rows_reference(spark):
     referenced = referenced_right_rows(
         spark.createDataFrame(RIGHT, MERCHANTS),
         spark.createDataFrame(LEFT, PRODUCTS),
-        "merchant_id",
-        "merchant_id",
+        ("merchant_id",),
+        ("merchant_id",),
     )
 
     assert referenced.columns == ["merchant_id", "display_name", "logo"]

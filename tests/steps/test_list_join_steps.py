@@ -54,7 +54,7 @@ DROPPED = [
 )
 def test_a_list_flattens_into_composite_rows(spark, duplicates, outer, expected):
     composite = composite_rows(
-        spark.createDataFrame(LISTS, PERSONS), join(duplicates), "person_id", outer=outer
+        spark.createDataFrame(LISTS, PERSONS), join(duplicates), ("person_id",), outer=outer
     )
 
     assert composite.columns == ["left_key", "pos", "right_key"]
@@ -85,13 +85,14 @@ def test_composite_rows_join_back_into_lists_in_list_order(spark, duplicates, ex
     """Each element joins on its own (no address: null columns); an empty or null list gives an
     empty list."""
     composite = composite_rows(
-        spark.createDataFrame(LISTS, PERSONS), join(duplicates), "person_id", outer=True
+        spark.createDataFrame(LISTS, PERSONS), join(duplicates), ("person_id",), outer=True
     )
 
     lists = joined_lists(
         composite,
         spark.createDataFrame(STREETS, ADDRESSES),
-        right_key="address_id",
+        left_key=("person_id",),
+        right_key=("address_id",),
         right_columns=["street"],
         into="addresses",
     )
@@ -115,7 +116,7 @@ def test_composite_rows_join_back_into_lists_in_list_order(spark, duplicates, ex
 def test_a_signature_tells_whether_the_joined_list_changes(spark, duplicates, before, after, same):
     frame = spark.createDataFrame([("before", "x", before), ("after", "x", after)], PERSONS)
 
-    found = dict(rows(signatures(composite_rows(frame, join(duplicates), "person_id"))))
+    found = dict(rows(signatures(composite_rows(frame, join(duplicates), ("person_id",)), ("person_id",))))
 
     assert (found["before"] == found["after"]) is same
     kept = list(dict.fromkeys(after)) if duplicates is Duplicates.DROP else after

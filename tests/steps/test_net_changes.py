@@ -98,7 +98,7 @@ def feed(spark, changes: list[tuple]):
     ],
 )
 def test_each_key_nets_to_its_last_change(spark, changes, net):
-    result = net_changes(feed(spark, changes), "id")
+    result = net_changes(feed(spark, changes), ("id",))
 
     assert result.columns == ["id", "v", "_lj_change", "_commit_version", "_lj_before"]
     assert rows(result, "id", "v", "_lj_change", "_commit_version") == ordered(net)
@@ -130,7 +130,7 @@ def test_each_key_nets_to_its_last_change(spark, changes, net):
 def test_a_net_change_keeps_the_keys_row_before_the_range(spark, changes, before):
     """What the write's old rows are derived from (views/joins.previous_rows): the row the
     range's first write of the key found, none when that write inserted it."""
-    result = net_changes(feed(spark, changes), "id")
+    result = net_changes(feed(spark, changes), ("id",))
 
     found = {r["id"]: r["_lj_before"]["v"] if r["_lj_before"] else None for r in result.collect()}
     assert found == before
@@ -147,13 +147,13 @@ def test_a_rewrite_of_a_map_column_is_no_change_and_a_changed_map_is(spark):
         ("b", {"x": 2}, POST, 2, None),
     ]
 
-    result = net_changes(spark.createDataFrame(changes, schema), "id")
+    result = net_changes(spark.createDataFrame(changes, schema), ("id",))
 
     assert rows(result, "id", "_lj_change", "_commit_version") == [("b", "upsert", 2)]
 
 
 def test_the_upserts_of_a_net_change_are_the_rows_that_exist_at_the_pin(spark):
-    net = net_changes(feed(spark, [("a", "1", INS, 1), ("b", "1", INS, 1), ("a", "1", DEL, 2)]), "id")
+    net = net_changes(feed(spark, [("a", "1", INS, 1), ("b", "1", INS, 1), ("a", "1", DEL, 2)]), ("id",))
 
     assert upserts(net).columns == ["id", "v"]
     assert rows(upserts(net)) == [("b", "1")]

@@ -53,7 +53,7 @@ def claims(spark, claimed: list[tuple]):
     ],
 )
 def test_a_unique_derived_key_keeps_the_latest_claim(spark, claimed, kept):
-    resolved = resolve(claims(spark, claimed), "display_name", "merchant_id", unique=True)
+    resolved = resolve(claims(spark, claimed), ("display_name",), ("merchant_id",), unique=True)
 
     assert resolved.columns == ["display_name", "merchant_id", SINCE, "country"]
     assert rows(resolved) == ordered(kept)
@@ -62,9 +62,9 @@ def test_a_unique_derived_key_keeps_the_latest_claim(spark, claimed, kept):
 def test_without_unique_every_claim_is_a_row(spark):
     claimed = [("Acme", "m1", 3, "FR"), ("Acme", "m2", 5, "DE"), ("Bolt", "m3", 1, "ES")]
 
-    assert rows(resolve(claims(spark, claimed), "display_name", "merchant_id", unique=False)) == ordered(
-        claimed
-    )
+    assert rows(
+        resolve(claims(spark, claimed), ("display_name",), ("merchant_id",), unique=False)
+    ) == ordered(claimed)
 
 
 @pytest.mark.parametrize(
@@ -90,6 +90,6 @@ def test_without_unique_every_claim_is_a_row(spark):
     ],
 )
 def test_a_conflict_is_a_derived_key_several_masters_claim(spark, claimed, found):
-    clashes = conflicts(claims(spark, claimed), "display_name", "merchant_id")
+    clashes = conflicts(claims(spark, claimed), ("display_name",), ("merchant_id",))
 
     assert rows(clashes, "display_name", "n", "masters") == ordered(found)

@@ -29,13 +29,15 @@ PRODUCTS = [("p1", "m1"), ("p2", "m1"), ("p3", "m2"), ("p4", None)]
 )
 def test_a_right_change_reaches_the_left_rows_whose_route_holds_its_key(spark, changed, reached):
     left = spark.createDataFrame(PRODUCTS, "product_id string, merchant_id string")
-    index = routes(left, "product_id", {"route": "merchant_id"})
+    index = routes(left, ("product_id",), {"route": ("merchant_id",)})
     changes = spark.createDataFrame([(k,) for k in changed], "merchant_id string")
 
-    found = routed_left_keys(index, changes, "merchant_id", route="route", changed=len(changed))
+    found = routed_left_keys(
+        index, changes, ("merchant_id",), route="route", left_key=("product_id",), changed=len(changed)
+    )
 
     assert index.columns == ["left_key", "route"]
-    assert found.columns == ["left_key"]
+    assert found.columns == ["product_id"]
     assert rows(found) == [(k,) for k in reached]
 
 
@@ -72,6 +74,6 @@ def test_two_rows_of_one_key_fail_the_job_that_reads_them(spark):
     unique = spark.createDataFrame([("a", 1), ("b", 2)], "k string, v int")
     twice = spark.createDataFrame([("a", 1), ("b", 2), ("a", 3)], "k string, v int")
 
-    assert rows(checked_unique(unique, "k")) == ordered([("a", 1), ("b", 2)])
+    assert rows(checked_unique(unique, ("k",))) == ordered([("a", 1), ("b", 2)])
     with pytest.raises(Exception, match=DUPLICATE_KEY):
-        checked_unique(twice, "k").collect()
+        checked_unique(twice, ("k",)).collect()

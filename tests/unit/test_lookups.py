@@ -29,33 +29,77 @@ def keys_and_names(rows: pa.Table | None) -> list[tuple[int, str]]:
     return sorted(zip(rows["k"].to_pylist(), rows["name"].to_pylist(), strict=True))
 
 
+def keyed(*values):
+    """Keys of one column, as lookups take them."""
+    return [(v,) for v in values]
+
+
 def test_a_key_list_selects_its_rows_at_the_pinned_version(table):
-    assert keys_and_names(lookups.read_keys(table, 0, "k", [2, 4, 7])) == [(2, "o'brien"), (4, "d")]
-    assert keys_and_names(lookups.read_keys(table, 1, "k", [2, 4, 7])) == [(2, "o'brien"), (4, "d"), (7, "g")]
-    assert lookups.read_keys(table, 1, "k", []).num_rows == 0
-    assert lookups.read_keys(table, 1, "k", [100]).num_rows == 0
+    assert keys_and_names(lookups.read_keys(table, 0, ("k",), keyed(2, 4, 7))) == [(2, "o'brien"), (4, "d")]
+    assert keys_and_names(lookups.read_keys(table, 1, ("k",), keyed(2, 4, 7))) == [
+        (2, "o'brien"),
+        (4, "d"),
+        (7, "g"),
+    ]
+    assert lookups.read_keys(table, 1, ("k",), []).num_rows == 0
+    assert lookups.read_keys(table, 1, ("k",), keyed(100)).num_rows == 0
 
 
 def test_string_keys_with_quotes_are_literals_not_sql(table):
-    rows = lookups.read_keys(table, 1, "name", ["o'brien", "x' OR '1'='1"], ["k"])
+    rows = lookups.read_keys(table, 1, ("name",), keyed("o'brien", "x' OR '1'='1"), ["k"])
     assert rows["k"].to_pylist() == [2]
 
 
 def test_duplicates_name_the_keys_held_twice_and_without_drops_listed_keys(table):
-    rows = lookups.read_keys(table, 1, "k", [1, 5, 7])
-    assert lookups.duplicates(rows, "k") == [(5, 2)]
-    assert sorted(lookups.without(rows, "k", [5])["k"].to_pylist()) == [1, 7]
+    rows = lookups.read_keys(table, 1, ("k",), keyed(1, 5, 7))
+    assert lookups.duplicates(rows, ("k",)) == [((5,), 2)]
+    assert sorted(lookups.without(rows, ("k",), keyed(5))["k"].to_pylist()) == [1, 7]
+
+
+@pytest.fixture
+def pairs(tmp_path):
+    """A table keyed by (tenant, id): one id in two tenants, a tenant with a quote in it, and
+    the key ('b', 2) held twice."""
+    path = str(tmp_path / "pairs")
+    write_deltalake(
+        path,
+        pa.table(
+            {
+                "tenant": ["a", "a", "b", "o'q", "b", "b"],
+                "id": [1, 2, 1, 2, 2, 2],
+                "name": ["a1", "a2", "b1", "q2", "b2", "b2x"],
+            }
+        ),
+    )
+    return path
+
+
+def test_a_key_of_two_columns_selects_its_rows_by_both(pairs):
+    """(a, 1) and (o'q, 2) select their rows, not (a, 2) or (b, 1), which share one column each
+    with a listed key; a part of a key is a literal, never SQL."""
+    rows = lookups.read_keys(pairs, 0, ("tenant", "id"), [("a", 1), ("o'q", 2), ("x') OR ('1'='1", 3)])
+    assert sorted(rows["name"].to_pylist()) == ["a1", "q2"]
+    assert lookups.key_tuples(rows.sort_by("name"), ("tenant", "id")) == [("a", 1), ("o'q", 2)]
+
+
+def test_duplicates_and_without_take_keys_of_two_columns(pairs):
+    rows = lookups.read_keys(pairs, 0, ("tenant", "id"), [("a", 1), ("b", 2), ("b", 1)])
+    assert lookups.duplicates(rows, ("tenant", "id")) == [(("b", 2), 2)]
+    kept = lookups.without(rows, ("tenant", "id"), [("b", 2), ("a", 2)])
+    assert sorted(lookups.key_tuples(kept, ("tenant", "id"))) == [("a", 1), ("b", 1)]
 
 
 def test_only_exact_literals_are_looked_up_on_the_driver():
-    assert lookups.literal_keys([1, "a", datetime.date(2026, 1, 2)])
-    assert not lookups.literal_keys([1.5])
-    assert not lookups.literal_keys([True])
-    assert not lookups.literal_keys([datetime.datetime(2026, 1, 2, 3)])
+    assert lookups.literal_keys([(1,), ("a",), (datetime.date(2026, 1, 2),)])
+    assert lookups.literal_keys([(1, "a")])
+    assert not lookups.literal_keys([(1.5,)])
+    assert not lookups.literal_keys([(True,)])
+    assert not lookups.literal_keys([(datetime.datetime(2026, 1, 2, 3),)])
+    assert not lookups.literal_keys([(1, 1.5)])  # any part that is not exact
 
 
 def test_a_table_with_column_mapping_is_left_to_spark(tmp_path, table):
-    assert lookups.read_keys(table, 1, "k", [1]) is not None
+    assert lookups.read_keys(table, 1, ("k",), keyed(1)) is not None
     mapped = str(tmp_path / "mapped")
     write_deltalake(
         mapped,
@@ -66,7 +110,7 @@ def test_a_table_with_column_mapping_is_left_to_spark(tmp_path, table):
             "delta.minWriterVersion": "5",
         },
     )
-    assert lookups.read_keys(mapped, 0, "k", [1]) is None
+    assert lookups.read_keys(mapped, 0, ("k",), keyed(1)) is None
 
 
 def test_a_long_key_list_is_read_in_chunks(tmp_path):
@@ -75,7 +119,7 @@ def test_a_long_key_list_is_read_in_chunks(tmp_path):
     path = str(tmp_path / "long")
     write_deltalake(path, pa.table({"k": list(range(50_000)), "v": [k % 7 for k in range(50_000)]}))
     wanted = list(range(0, 80_000, 2))  # 40,000 keys, 25,000 of them in the table
-    rows = lookups.read_keys(path, 0, "k", wanted)
+    rows = lookups.read_keys(path, 0, ("k",), keyed(*wanted))
     assert rows is not None
     assert sorted(rows["k"].to_pylist()) == list(range(0, 50_000, 2))
 
@@ -93,3 +137,62 @@ def test_a_long_key_list_is_read_in_chunks(tmp_path):
 )
 def test_a_driver_lookup_takes_a_counted_frame_within_its_maximum(count, most, takes):
     assert lookups.takes(count, most) is takes
+
+
+def test_lists_of_struct_elements_are_routed_on_the_driver_by_every_field(tmp_path):
+    """`routing.holding_on_driver` for a composite right key: the lists holding ('acme', 1) are
+    found, not those holding (o'neil, 1) or ('acme', 2), which share one field with it."""
+    from lakejoin.delta import routing
+
+    path = str(tmp_path / "bundles")
+    element = pa.struct([("tenant", pa.string()), ("product_id", pa.int64())])
+    write_deltalake(
+        path,
+        pa.table(
+            {
+                "tenant": ["acme", "acme", "o'neil", "o'neil"],
+                "bundle_no": [1, 2, 1, 2],
+                "items": pa.array(
+                    [
+                        [{"tenant": "acme", "product_id": 1}, {"tenant": "o'neil", "product_id": 1}],
+                        [{"tenant": "acme", "product_id": 2}],
+                        [{"tenant": "o'neil", "product_id": 1}, {"tenant": None, "product_id": 1}],
+                        None,
+                    ],
+                    type=pa.list_(element),
+                ),
+            }
+        ),
+    )
+    found = routing.holding_on_driver(
+        path,
+        0,
+        [("acme", 1)],
+        "items",
+        most=100,
+        left_key=("tenant", "bundle_no"),
+        element_fields=("tenant", "product_id"),
+    )
+    assert found == [("acme", 1)]
+    both = routing.holding_on_driver(
+        path,
+        0,
+        [("o'neil", 1), ("acme", 2)],
+        "items",
+        most=100,
+        left_key=("tenant", "bundle_no"),
+        element_fields=("tenant", "product_id"),
+    )
+    assert both == [("acme", 1), ("acme", 2), ("o'neil", 1)]
+    assert (
+        routing.holding_on_driver(
+            path,
+            0,
+            [("o'neil", 1)],
+            "items",
+            most=1,
+            left_key=("tenant", "bundle_no"),
+            element_fields=("tenant", "product_id"),
+        )
+        is None
+    )  # more lists than `most`: left to Spark

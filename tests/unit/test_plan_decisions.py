@@ -45,7 +45,7 @@ def decide(
         return path.rsplit("/", 1)[1] in data
 
     def input_columns(spec, view, kind, pinned):  # noqa: ANN001, ANN202, ARG001 - the schemas, fixed
-        return {s.name: dict(columns.get(s.name, {s.key: "string"})) for s in kind.sources}
+        return {s.name: dict(columns.get(s.name, {c: "string" for c in s.key})) for s in kind.sources}
 
     def find_commit(path, wanted):  # noqa: ANN001, ANN202, ARG001 - the output's batch commits
         found = [m for m in COMMITS.values() if wanted(m)]
@@ -241,7 +241,7 @@ def under(spec, view: str, columns: dict | None = None) -> dict:  # noqa: ANN001
 
     v = spec.views[view]
     kind = KINDS[view](spec, v)
-    schemas = {s.name: dict((columns or {}).get(s.name, {s.key: "string"})) for s in kind.sources}
+    schemas = {s.name: dict((columns or {}).get(s.name, {c: "string" for c in s.key})) for s in kind.sources}
     return view_definition(spec, v, schemas)
 
 

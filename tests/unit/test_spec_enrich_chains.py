@@ -43,7 +43,7 @@ def test_enrich_parses_with_modes_dimensions_and_defaults():
     customers, products = enrich.dimensions
     assert (customers.table, customers.fk, customers.how, customers.prefix) == (
         "customers",
-        "customer_id",
+        ("customer_id",),
         JoinHow.LEFT,
         "customer_",
     )
@@ -64,7 +64,7 @@ def test_a_view_read_as_a_source_is_its_output_table_keyed_by_its_output_key():
     spec = parse_spec(SPEC, "shop.yaml")
     upstream = spec.sources["display_products"]
     assert upstream.path == spec.views["display_products"].path
-    assert upstream.key == "product_id" and upstream.upstream == "display_products"
+    assert upstream.key == ("product_id",) and upstream.upstream == "display_products"
 
 
 def test_a_unique_rekey_can_be_read_by_its_derived_key():
@@ -73,7 +73,7 @@ def test_a_unique_rekey_can_be_read_by_its_derived_key():
         "  products_by_merchant_name:\n"
         "    fk_join: {left: products, right: by_name, fk: merchant_name}\n"
     )
-    assert parse_spec(text, "shop.yaml").sources["by_name"].key == "display_name"
+    assert parse_spec(text, "shop.yaml").sources["by_name"].key == ("display_name",)
 
 
 def error_of(text: str) -> SpecError:
@@ -97,14 +97,16 @@ def test_a_view_cannot_read_itself():
     assert "display_products -> display_products" in str(error)
 
 
-def test_a_non_unique_rekey_cannot_be_a_source():
+def test_a_non_unique_rekey_is_a_source_keyed_by_the_derived_and_the_master_key():
+    """Its rows are one per (derived key, master key): a view reads it keyed by both (issue 38;
+    before composite keys it could not be read at all)."""
     text = SPEC + (
         "  by_name:\n    rekey: {source: merchants, key: display_name, unique: false}\n"
-        "  reader:\n    fk_join: {left: products, right: by_name, fk: merchant_name}\n"
+        "  reader:\n    fk_join: {left: products, right: by_name, fk: [merchant_name, merchant_id]}\n"
     )
-    error = error_of(text)
-    assert error.key == "views.reader" and error.line == 23
-    assert "keyed by two columns" in str(error) and "read a unique rekey" in str(error)
+    spec = parse_spec(text, "shop.yaml")
+    assert spec.sources["by_name"].key == ("display_name", "merchant_id")
+    assert spec.views["reader"].fk_join.fk == ("merchant_name", "merchant_id")
 
 
 @pytest.mark.parametrize(

@@ -106,8 +106,8 @@ def test_an_enrich_carries_each_dimensions_columns_and_routes_by_its_fk():
         "display_products_by_product_id": ["title"],
     }
     assert kind._routes() == {
-        "customers_by_customer_id": "customer_id",
-        "display_products_by_product_id": "product_id",
+        "customers_by_customer_id": ("customer_id",),
+        "display_products_by_product_id": ("product_id",),
     }
 
 
@@ -129,10 +129,10 @@ def test_a_conflict_names_each_derived_key_and_its_masters_up_to_a_limit():
     clashes = [{"name": "Acme", "masters": ["m1", "m2"]}, {"name": "Bolt", "masters": ["m3", "m4", "m5"]}]
 
     assert (
-        shown_conflicts(clashes, "name", "id", limit=5)
+        shown_conflicts(clashes, ("name",), ("id",), limit=5)
         == "name='Acme' <- id ['m1', 'm2']; name='Bolt' <- id ['m3', 'm4', 'm5']"
     )
-    assert shown_conflicts(clashes, "name", "id", limit=1) == "name='Acme' <- id ['m1', 'm2']"
+    assert shown_conflicts(clashes, ("name",), ("id",), limit=1) == "name='Acme' <- id ['m1', 'm2']"
 
 
 @pytest.mark.parametrize(

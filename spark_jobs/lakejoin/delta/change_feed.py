@@ -5,9 +5,12 @@ of content")."""
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
+from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.errors import ChangesUnreadableError
+from lakejoin.spec.model import Columns
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -38,7 +41,7 @@ def read_change_feed(spark: SparkSession, path: str, first: int, last: int) -> D
     )
 
 
-def net_changes(change_feed: DataFrame, key: str) -> DataFrame:
+def net_changes(change_feed: DataFrame, key: Columns) -> DataFrame:
     """The last change of content of every key: its row, `_lj_change` (upsert or delete), the
     `_commit_version` of that change, and `_lj_before`, the key's row before the range (null:
     it had none). A delete carries the deleted row's last values.
@@ -65,7 +68,7 @@ def net_changes(change_feed: DataFrame, key: str) -> DataFrame:
     kind = F.col("_change_type")
     side = F.when(kind.isin("insert", "update_postimage"), 1).otherwise(0)
     rows = change_feed.select(*data_columns, kind.alias("_change_type"), F.col(VERSION), side.alias(_SIDE))
-    in_order = Window.partitionBy(key).orderBy(F.col(VERSION), F.col(_SIDE))
+    in_order = Window.partitionBy(*key).orderBy(F.col(VERSION), F.col(_SIDE))
 
     def next_to(offset: int, want_side: int) -> Column:
         """The row `offset` away in commit order is of this commit and on `want_side`."""
@@ -84,7 +87,7 @@ def net_changes(change_feed: DataFrame, key: str) -> DataFrame:
         # another key's).
         .otherwise(~next_to(1, 1))
     )
-    latest_first = Window.partitionBy(key).orderBy(F.col(VERSION).desc(), F.col(_SIDE).desc())
+    latest_first = Window.partitionBy(*key).orderBy(F.col(VERSION).desc(), F.col(_SIDE).desc())
     # The first row in commit order is the row the range's first write of the key found (its
     # pre-image or delete, which sort before the commit's new rows), unless that write inserted
     # the key: then it had no row before.
@@ -178,3 +181,11 @@ def translate_read_error(exc: Exception, *, role: str, path: str, first: int, la
         where=role,
         fix="rebuild this view from the current snapshot with `lakejoin run SPEC --view VIEW --full-refresh`",
     )
+
+
+def null_key(key: Columns, column: Callable[[str], Column] | None = None) -> Column:
+    """True on a row whose key is null: a null in any of the key's columns."""
+    from pyspark.sql import functions as F
+
+    refer = column or F.col
+    return reduce(lambda a, b: a | b, (refer(c).isNull() for c in key))

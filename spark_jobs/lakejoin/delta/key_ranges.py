@@ -4,10 +4,10 @@ Delta skips a file when a query's literal predicate excludes the file's min/max 
 not for a join: a MERGE, or a semi-join with a batch's keys, reads every file's key column (and
 every column of a file one key falls in). So lakejoin does two things:
 - it lays a table out by key when it first fills it: rows range-partitioned and sorted by the
-  key's first column, at most `ROWS_PER_FILE` rows to a file, so files hold disjoint key ranges
+  key's columns, at most `ROWS_PER_FILE` rows to a file, so files hold disjoint key ranges
   (new keys that grow, like CDC's, land in new files of their own);
-- it adds the batch's key range, `key BETWEEN lo AND hi` with literal bounds, to every MERGE
-  condition and lookup of a batch's keys.
+- it adds the batch's key range, `key BETWEEN lo AND hi` with literal bounds (one for each
+  column of a key of several), to every MERGE condition and lookup of a batch's keys.
 
 Keys spread over the whole table gain nothing (the range is the whole table) and lose one small
 aggregate; keys that cluster, like the recent rows CDC mostly updates, read only their files.
@@ -15,8 +15,11 @@ aggregate; keys that cluster, like the recent rows CDC mostly updates, read only
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from lakejoin.spec.model import Columns
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -35,54 +38,76 @@ def enabled(spark: SparkSession) -> bool:
 
 @dataclass(frozen=True)
 class KeyRange:
-    """The least and greatest value of one key column in a batch (None, None: no keys).
+    """The least and greatest value of each key column in a batch (no bounds: no keys, or no
+    column of a type that gives a range). A key of several columns has a range per column: a
+    row of the batch has every column within its range, so the AND of the ranges is exact (a
+    superset of the batch's keys) and Delta skips a file by any column's statistics.
 
-    >>> bounds = KeyRange.of(changes, "order_id")                      # doctest: +SKIP
-    >>> table.where(bounds.covers(F.col("order_id")))                  # doctest: +SKIP
+    >>> bounds = KeyRange.of(changes, ("order_id",))                   # doctest: +SKIP
+    >>> table.where(bounds.covers())                                   # doctest: +SKIP
     """
 
-    column: str
-    lo: Any = None
-    hi: Any = None
+    columns: tuple[str, ...]
+    bounds: tuple[tuple[Any, Any] | None, ...] = ()  # per column: (lo, hi), or None (no range)
 
     @classmethod
-    def of(cls, frame: DataFrame, column: str) -> KeyRange:
-        row = frame.agg(*cls.aggregates(column)).first()
-        return cls.from_row(frame, column, row)
+    def of(cls, frame: DataFrame, columns: Columns) -> KeyRange:
+        row = frame.agg(*cls.aggregates(columns)).first()
+        return cls.from_row(frame, columns, row)
 
     @classmethod
-    def from_row(cls, frame: DataFrame, column: str, row: Any) -> KeyRange:
-        """From an aggregate of `frame` that holds `aggregates(column)` (saves a job). A type
+    def from_row(cls, frame: DataFrame, columns: Columns, row: Any) -> KeyRange:
+        """From an aggregate of `frame` that holds `aggregates(columns)` (saves a job). A column
         whose values may not come back from Python as the same literal (timestamps and floats)
         gives no range."""
         from pyspark.sql.types import DateType, DecimalType, IntegralType, StringType
 
         exact = (IntegralType, StringType, DateType, DecimalType)
-        if row is None or not isinstance(frame.schema[column].dataType, exact):
-            return cls(column)
-        return cls(column, row["lo"], row["hi"])
+        columns = tuple(columns)
+        if row is None:
+            return cls(columns)
+        bounds = []
+        for i, column in enumerate(columns):
+            lo, hi = row[f"_lj_lo{i}"], row[f"_lj_hi{i}"]
+            fits = isinstance(frame.schema[column].dataType, exact) and lo is not None and hi is not None
+            bounds.append((lo, hi) if fits else None)
+        return cls(columns, tuple(bounds) if any(bounds) else ())
 
     @staticmethod
-    def aggregates(column: str) -> list[Column]:
+    def aggregates(columns: Columns) -> list[Column]:
         from pyspark.sql import functions as F
 
-        return [F.min(column).alias("lo"), F.max(column).alias("hi")]
+        return [
+            m
+            for i, c in enumerate(columns)
+            for m in (F.min(c).alias(f"_lj_lo{i}"), F.max(c).alias(f"_lj_hi{i}"))
+        ]
 
-    def covers(self, column: Column) -> Column:
-        """A predicate true on every row whose key is in the range (always true with no keys:
-        callers have nothing to look up then, and a predicate on no values would drop nulls)."""
+    def renamed(self, columns: Columns) -> KeyRange:
+        """The same range on columns of other names (a frame that renamed the key's columns)."""
+        return KeyRange(tuple(columns), self.bounds)
+
+    def covers(self, column: Callable[[str], Column] | None = None) -> Column:
+        """A predicate true on every row whose key is in the range: each bounded column between
+        its least and greatest value (always true with no bounds: callers have nothing to look
+        up then, and a predicate on no values would drop nulls). `column` makes a key column's
+        reference from its name (default `F.col`; `lambda c: F.col(f"t.{c}")` for a MERGE's
+        target)."""
         from pyspark.sql import functions as F
 
-        if self.lo is None or self.hi is None:
-            return F.lit(True)
-        return column.between(F.lit(self.lo), F.lit(self.hi))
+        refer = column or F.col
+        predicate = F.lit(True)
+        for name, bound in zip(self.columns, self.bounds, strict=False):
+            if bound is not None:
+                predicate = predicate & refer(name).between(F.lit(bound[0]), F.lit(bound[1]))
+        return predicate
 
 
-def write_laid_out(rows: DataFrame, path: str, key: str) -> None:
+def write_laid_out(rows: DataFrame, path: str, key: Columns) -> None:
     """Append `rows` to the Delta table at `path`, files holding disjoint ranges of `key`."""
     (
-        rows.repartitionByRange(key)
-        .sortWithinPartitions(key)
+        rows.repartitionByRange(*key)
+        .sortWithinPartitions(*key)
         .write.format("delta")
         .mode("append")
         .option("maxRecordsPerFile", ROWS_PER_FILE)
@@ -94,19 +119,39 @@ def write_laid_out(rows: DataFrame, path: str, key: str) -> None:
 Keys = tuple["DataFrame", int, KeyRange]
 
 
-def materialised(frame: DataFrame, column: str | None = None) -> Keys:
-    """Materialise `frame` once (a local checkpoint) and count its rows, and the range of
-    `column` when given, in that same Spark job (an observation), not in jobs of their own.
+class NullKeyFoundError(Exception):
+    """`materialised(..., refuse_null_keys=True)` found rows with a null in a key column."""
 
-    >>> keys, n, bounds = materialised(affected, "order_id")            # doctest: +SKIP
+    def __init__(self, rows: int) -> None:
+        super().__init__(f"{rows} row(s) with a null key")
+        self.rows = rows
+
+
+def materialised(frame: DataFrame, columns: Columns = (), *, refuse_null_keys: bool = False) -> Keys:
+    """Materialise `frame` once (a local checkpoint) and count its rows, and the range of each
+    of `columns` when given, in that same Spark job (an observation), not in jobs of their own.
+    With `refuse_null_keys` the same observation counts the rows with a null in any of
+    `columns`, and any raises `NullKeyFoundError`.
+
+    (An observation, not a `raise_error` filter: Spark keeps a checkpointed frame's filters as
+    constraints, and a semi-join on the key copies them onto the other side, where the
+    `raise_error` then fails on that side's own null keys.)
+
+    >>> keys, n, bounds = materialised(affected, ("order_id",))         # doctest: +SKIP
     """
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
+    from lakejoin.delta.change_feed import null_key
+
     observed = Observation()
-    measures = [F.count(F.lit(1)).alias("n"), *(KeyRange.aggregates(column) if column else [])]
+    measures = [F.count(F.lit(1)).alias("n"), *(KeyRange.aggregates(columns) if columns else [])]
+    if refuse_null_keys and columns:
+        measures.append(F.count(F.when(null_key(columns), F.lit(1))).alias("_lj_null_keys"))
     done = frame.observe(observed, *measures).localCheckpoint()
     row = observed.get
-    if column is None or not enabled(frame.sparkSession):
-        return done, int(row["n"]), KeyRange(column or "")
-    return done, int(row["n"]), KeyRange.from_row(frame, column, row)
+    if refuse_null_keys and columns and row["_lj_null_keys"]:
+        raise NullKeyFoundError(int(row["_lj_null_keys"]))
+    if not columns or not enabled(frame.sparkSession):
+        return done, int(row["n"]), KeyRange(tuple(columns))
+    return done, int(row["n"]), KeyRange.from_row(frame, columns, row)

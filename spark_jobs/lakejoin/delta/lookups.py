@@ -8,11 +8,15 @@ keys (the literal range helps when the list is long) and reads the rest with del
 applied. The rows come back as Arrow, typed after the Spark schema, and enter Spark as a local
 relation.
 
-It applies to up to `max_keys` keys of an integer, string or date column, in a table whose
-reader features delta-rs reads (deletion vectors included, column mapping not). Elsewhere the
-caller takes its Spark lookup.
+It applies to up to `max_keys` keys whose columns are integers, strings or dates, in a table
+whose reader features delta-rs reads (deletion vectors included, column mapping not). Elsewhere
+the caller takes its Spark lookup.
 
->>> rows = read_keys(path, 12, "order_id", [3, 5, 8])                 # doctest: +SKIP
+A key value here is a tuple of the key's column values, one column or several: `(3,)` for
+`order_id` 3, `(7, "EU")` for `(tenant_id, region)`. A key of several columns is looked up as
+a tuple IN-list, `(a, b) IN ((7, 'EU'), ...)`, never as a concatenation of its parts.
+
+>>> rows = read_keys(path, 12, ("order_id",), [(3,), (5,), (8,)])     # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from __future__ import annotations
 import datetime
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+
+from lakejoin.spec.model import Columns
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -60,18 +66,25 @@ def readable(table: DeltaTable) -> bool:
     return table.metadata().configuration.get("delta.columnMapping.mode", "none") == "none"
 
 
-def literal_keys(values: Sequence[Any]) -> bool:
-    """Whether every value is one a SQL literal gives back exactly (integers, strings, dates)."""
+def literal_keys(values: Sequence[tuple[Any, ...]]) -> bool:
+    """Whether every part of every key is one a SQL literal gives back exactly (integers,
+    strings, dates)."""
     exact = (int, str, datetime.date)
-    return all(isinstance(v, exact) and not isinstance(v, (bool, datetime.datetime)) for v in values)
+    return all(
+        isinstance(v, exact) and not isinstance(v, (bool, datetime.datetime)) for key in values for v in key
+    )
 
 
 def read_keys(
-    path: str, version: int, column: str, values: Sequence[Any], columns: Sequence[str] | None = None
+    path: str,
+    version: int,
+    key: Columns,
+    values: Sequence[tuple[Any, ...]],
+    columns: Sequence[str] | None = None,
 ) -> pa.Table | None:
-    """The rows of the table at `path`, as of `version`, whose `column` is one of `values` (its
-    `columns`, or all), as a pyarrow Table; None when delta-rs does not read the table as Spark
-    would (`readable`). The caller checks `literal_keys`."""
+    """The rows of the table at `path`, as of `version`, whose `key` columns hold one of
+    `values` (its `columns`, or all), as a pyarrow Table; None when delta-rs does not read the
+    table as Spark would (`readable`). The caller checks `literal_keys`."""
     import pyarrow as pa
     from deltalake import DeltaTable, QueryBuilder
 
@@ -88,11 +101,18 @@ def read_keys(
     # also has a narrower range, which skips more files.
     for start in range(0, len(distinct), CHUNK):
         chunk = distinct[start : start + CHUNK]
-        listed = ", ".join(literal(v) for v in chunk)
-        # The range lets delta-rs skip files by their statistics when the list is too long for
+        # The ranges let delta-rs skip files by their statistics when the list is too long for
         # its pruning to read (more than 20 values); the list selects the rows.
-        bounds = f"{quoted(column)} BETWEEN {literal(chunk[0])} AND {literal(chunk[-1])}"
-        sql = f"SELECT {chosen} FROM t WHERE {bounds} AND {quoted(column)} IN ({listed})"
+        bounds = " AND ".join(
+            f"{quoted(c)} BETWEEN {literal(min(k[i] for k in chunk))} AND {literal(max(k[i] for k in chunk))}"
+            for i, c in enumerate(key)
+        )
+        if len(key) == 1:
+            listed = f"{quoted(key[0])} IN ({', '.join(literal(k[0]) for k in chunk)})"
+        else:
+            tuples = ", ".join("(" + ", ".join(literal(v) for v in k) + ")" for k in chunk)
+            listed = f"({', '.join(quoted(c) for c in key)}) IN ({tuples})"
+        sql = f"SELECT {chosen} FROM t WHERE {bounds} AND {listed}"
         parts.append(pa.table(QueryBuilder().register("t", table).execute(sql).read_all()))
     if not parts:
         sql = f"SELECT {chosen} FROM t WHERE FALSE"
@@ -140,21 +160,29 @@ def as_spark(spark: SparkSession, rows: pa.Table, schema: StructType) -> DataFra
     return spark.createDataFrame(typed, schema=schema)
 
 
-def without(rows: pa.Table, column: str, values: Sequence[Any]) -> pa.Table:
-    """`rows` but those whose `column` is one of `values`."""
+def key_tuples(rows: pa.Table, key: Columns) -> list[tuple[Any, ...]]:
+    """The key of each row of `rows`, in order, as tuples."""
+    return list(zip(*(rows[c].to_pylist() for c in key), strict=True)) if rows.num_rows else []
+
+
+def without(rows: pa.Table, key: Columns, values: Sequence[tuple[Any, ...]]) -> pa.Table:
+    """`rows` but those whose `key` is one of `values`."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if not values or rows.num_rows == 0:
         return rows
-    listed = pa.array(list(values)).cast(rows.schema.field(column).type)
-    return rows.filter(pc.invert(pc.is_in(rows[column], value_set=listed)))
+    if len(key) == 1:
+        listed = pa.array([v[0] for v in values]).cast(rows.schema.field(key[0]).type)
+        return rows.filter(pc.invert(pc.is_in(rows[key[0]], value_set=listed)))
+    dropped = set(values)
+    return rows.filter(pa.array([k not in dropped for k in key_tuples(rows, key)], type=pa.bool_()))
 
 
-def duplicates(rows: pa.Table, column: str, *, shown: int = 5) -> list[tuple[Any, int]]:
-    """Up to `shown` values of `column` held by more than one row, with their counts, in order."""
-    import pyarrow.compute as pc
-
-    counts = rows.group_by(column).aggregate([(column, "count")])
-    held = counts.filter(pc.greater(counts[f"{column}_count"], 1)).sort_by(column)
-    return [(r[column], r[f"{column}_count"]) for r in held.slice(0, shown).to_pylist()]
+def duplicates(rows: pa.Table, key: Columns, *, shown: int = 5) -> list[tuple[tuple[Any, ...], int]]:
+    """Up to `shown` keys held by more than one row, with their counts, in order."""
+    counts: dict[tuple[Any, ...], int] = {}
+    for k in key_tuples(rows, key):
+        counts[k] = counts.get(k, 0) + 1
+    held = sorted((k, n) for k, n in counts.items() if n > 1)
+    return held[:shown]

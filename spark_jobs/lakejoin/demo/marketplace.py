@@ -1,6 +1,6 @@
 """The demo marketplace: products -> merchants, persons -> addresses, purchases enriched with
-their buyer and their product as displayed, persons' favourite products, and a few realistic
-change batches.
+their buyer and their product as displayed, persons' favourite products, order lines (keyed by
+two columns: purchase and line number) with their product, and a few realistic change batches.
 
 Used by `make demo` and by the end-to-end tests.
 """
@@ -20,6 +20,22 @@ PERSONS = "person_id STRING, name STRING, address_ids ARRAY<STRING>"
 ADDRESSES = "address_id STRING, street STRING, city STRING"
 PURCHASES = "purchase_id STRING, person_id STRING, product_id STRING, qty INT"
 FAVOURITES = "person_id STRING, product_ids ARRAY<STRING>"
+ORDER_LINES = "purchase_id STRING, line_no INT, product_id STRING, qty INT"
+ORDER_LINE_KEY = ("purchase_id", "line_no")
+
+
+def order_lines() -> list[tuple]:
+    """The lines of some purchases, keyed by (purchase_id, line_no); o09's second line names a
+    product that is not listed yet."""
+    return [
+        ("o01", 1, "p01", 1),
+        ("o01", 2, "p06", 2),
+        ("o02", 1, "p02", 1),
+        ("o03", 1, "p07", 3),
+        ("o03", 2, "p08", 1),
+        ("o09", 1, "p21", 1),
+        ("o09", 2, "p22", 1),
+    ]
 
 
 def purchases() -> list[tuple]:
@@ -106,15 +122,21 @@ class ChangeBatch:
     apply: Callable[[SparkSession, str], None]
 
 
-def _merge(spark: SparkSession, path: str, key: str, rows: list[tuple], schema: str) -> None:
+def _merge(
+    spark: SparkSession, path: str, key: str | tuple[str, ...], rows: list[tuple], schema: str
+) -> None:
+    from functools import reduce
+
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
+    columns = (key,) if isinstance(key, str) else key
+    same = reduce(lambda a, b: a & b, (F.col(f"t.{c}") == F.col(f"s.{c}") for c in columns))
     source = spark.createDataFrame(rows, schema)
     (
         DeltaTable.forPath(spark, path)
         .alias("t")
-        .merge(source.alias("s"), F.col(f"t.{key}") == F.col(f"s.{key}"))
+        .merge(source.alias("s"), same)
         .whenMatchedUpdateAll()
         .whenNotMatchedInsertAll()
         .execute()
@@ -146,6 +168,8 @@ def _price_updates(spark: SparkSession, root: str) -> None:
             "p07": {"price": Decimal("15.00")},
         },
     )
+    # A customer buys two more of a line's product.
+    _merge(spark, f"{root}/order_lines", ORDER_LINE_KEY, [("o01", 2, "p06", 4)], ORDER_LINES)
 
 
 def _products_update_new(spark: SparkSession, root: str, rows: list[tuple]) -> None:
@@ -169,6 +193,9 @@ def _fk_move_and_rename(spark: SparkSession, root: str) -> None:
     # The product o09 bought gets listed; o04 changes to another product.
     _products_update_new(spark, root, [("p21", "teacup", "3.50", "m3")])
     _merge(spark, f"{root}/purchases", "purchase_id", [("o04", "u3", "p06", 2)], PURCHASES)
+    # A line swaps its product, and a purchase gets a third line.
+    lines = [("o02", 1, "p03", 1), ("o01", 3, "p21", 2)]
+    _merge(spark, f"{root}/order_lines", ORDER_LINE_KEY, lines, ORDER_LINES)
 
 
 def _deletes(spark: SparkSession, root: str) -> None:
@@ -180,6 +207,10 @@ def _deletes(spark: SparkSession, root: str) -> None:
     DeltaTable.forPath(spark, f"{root}/addresses").delete(F.col("address_id") == "a4")
     DeltaTable.forPath(spark, f"{root}/persons").delete(F.col("person_id") == "u4")
     DeltaTable.forPath(spark, f"{root}/purchases").delete(F.col("purchase_id") == "o10")
+    # One line of a purchase is returned: only that (purchase_id, line_no) goes.
+    DeltaTable.forPath(spark, f"{root}/order_lines").delete(
+        (F.col("purchase_id") == "o03") & (F.col("line_no") == 2)
+    )
     # A new merchant registers under a name already taken: merchants_by_name keeps the latest
     # and reports the conflict.
     rows = [("m6", "Acme Tools", "https://img.example/m6.png", "BE")]
@@ -187,16 +218,16 @@ def _deletes(spark: SparkSession, root: str) -> None:
 
 
 CHANGE_BATCHES = [
-    ChangeBatch("price updates of three products", _price_updates),
+    ChangeBatch("price updates of three products; an order line's quantity changes", _price_updates),
     ChangeBatch(
         "a product moves to another merchant, another gets one, a merchant is renamed; "
         "an address is corrected, one arrives, and a person moves; a product is listed and a "
-        "purchase changes product",
+        "purchase changes product; an order line swaps its product and a purchase gets a line",
         _fk_move_and_rename,
     ),
     ChangeBatch(
         "merchant m5 closes and two products are delisted; an address and a person are deleted; "
-        "a new merchant takes an existing name; a purchase is cancelled",
+        "a new merchant takes an existing name; a purchase is cancelled and an order line returned",
         _deletes,
     ),
 ]
@@ -211,6 +242,7 @@ def create_marketplace(spark: SparkSession, root: str) -> None:
         ("addresses", ADDRESSES, addresses()),
         ("purchases", PURCHASES, purchases()),
         ("favourites", FAVOURITES, favourites()),
+        ("order_lines", ORDER_LINES, order_lines()),
     ):
         (
             spark.createDataFrame(rows, schema)

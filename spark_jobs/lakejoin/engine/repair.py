@@ -135,5 +135,5 @@ def repair_changes(spark: SparkSession, source: Source, first: int, last: int, p
     if first > last:
         return no_changes(snapshot(spark, source.path, pinned))
     feed = read_change_feed(spark, source.path, first, pinned)
-    touched = feed.where(F.col(VERSION) <= last).select(source.key).distinct()
-    return net_changes(feed, source.key).join(touched, on=source.key, how="left_semi")
+    touched = feed.where(F.col(VERSION) <= last).select(*source.key).distinct()
+    return net_changes(feed, source.key).join(touched, on=list(source.key), how="left_semi")

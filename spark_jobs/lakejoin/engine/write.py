@@ -161,7 +161,7 @@ def held_rows(
 
     table = spark.read.format("delta").load(path)
     if bounds is not None:
-        table = table.where(bounds.covers(F.col(bounds.column)))
+        table = table.where(bounds.covers())
     return table.join(F.broadcast(affected.select(*keys)), on=keys, how="left_semi")
 
 

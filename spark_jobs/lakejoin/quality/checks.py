@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakejoin.errors import QualityCheckError
 from lakejoin.quality.reports import reports_root, write_batch_pages
-from lakejoin.spec.model import PipelineSpec, View
+from lakejoin.spec.model import Columns, PipelineSpec, View
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -72,24 +72,44 @@ class Validation:
     expectations: list[Any]
 
 
+def key_expectations(key: Columns) -> list[Any]:
+    """A key's expectations: no null in any of its columns, and unique (one column: Great
+    Expectations' column uniqueness; several: their compound uniqueness)."""
+    import great_expectations as gx
+
+    nulls = [gx.expectations.ExpectColumnValuesToNotBeNull(column=c) for c in key]
+    if len(key) == 1:
+        return [*nulls, gx.expectations.ExpectColumnValuesToBeUnique(column=key[0])]
+    return [*nulls, gx.expectations.ExpectCompoundColumnsToBeUnique(column_list=list(key))]
+
+
 def with_key_resolution(
-    rows: DataFrame, target: DataFrame, column: str, target_key: str, flag: str
+    rows: DataFrame, target: DataFrame, columns: Columns, target_key: Columns, flag: str
 ) -> DataFrame:
-    """The rows plus a boolean column `flag`: does the row's `column` match a key of `target`?"""
+    """The rows plus a boolean column `flag`: do the row's `columns` match a key of `target`
+    (its `target_key` columns, in order)?"""
+    from functools import reduce
+
     from pyspark.sql import functions as F
 
+    from lakejoin.delta.change_feed import null_key
+
+    refs = [f"_lj_ref{i}" for i in range(len(columns))]
+    found = [f"_lj_tk{i}" for i in range(len(columns))]
     # Only the target keys these rows reference: the check stays proportional to the batch.
-    wanted = rows.select(F.col(column).alias("_lj_ref")).where(F.col("_lj_ref").isNotNull()).distinct()
-    keys = (
-        target.join(F.broadcast(wanted), target[target_key] == wanted["_lj_ref"], how="left_semi")
-        .select(F.col(target_key).alias("_lj_tk"))
+    wanted = (
+        rows.select(*[F.col(c).alias(r) for c, r in zip(columns, refs, strict=True)])
+        .where(~null_key(refs))
         .distinct()
     )
-    return (
-        rows.join(keys, rows[column] == keys["_lj_tk"], how="left")
-        .withColumn(flag, F.col("_lj_tk").isNotNull())
-        .drop("_lj_tk")
+    on = reduce(lambda a, b: a & b, (target[k] == wanted[r] for k, r in zip(target_key, refs, strict=True)))
+    keys = (
+        target.join(F.broadcast(wanted), on, how="left_semi")
+        .select(*[F.col(k).alias(t) for k, t in zip(target_key, found, strict=True)])
+        .distinct()
     )
+    match = reduce(lambda a, b: a & b, (rows[c] == keys[t] for c, t in zip(columns, found, strict=True)))
+    return rows.join(keys, match, how="left").withColumn(flag, F.col(found[0]).isNotNull()).drop(*found)
 
 
 def check_batch(

@@ -155,7 +155,7 @@ def merge_full(
     from lakejoin.sink import key_upsert
 
     if key_ranges.enabled(spark) and _empty(spark, path):
-        return _fill(spark, path, recomputed, key[0], commit)
+        return _fill(spark, path, recomputed, key, commit)
     if commit is not None and key_upsert.enabled(spark):
         table = spark.read.format("delta").load(path).select(*recomputed.columns)
         changes = change_rows(recomputed, table, key)
@@ -204,11 +204,11 @@ def merge_by_key(
 
     if full:
         if key_ranges.enabled(spark) and _empty(spark, path):
-            return _fill(spark, path, source.where(F.col(KEEP)).select(*columns), key[0], commit)
+            return _fill(spark, path, source.where(F.col(KEEP)).select(*columns), key, commit)
         source = _differences(spark, path, source.where(F.col(KEEP)), key, columns)
     probe = None
     if known is None or full:
-        keyed, keys, bounds = materialised(source, key[0])
+        keyed, keys, bounds = materialised(source, list(key))
     else:
         (probe, keys, bounds), keyed = known, source
     facts = _TableFacts(spark, path, keyed, key, keys)
@@ -325,7 +325,7 @@ def _differences(
 
 
 def _fill(
-    spark: SparkSession, path: str, rows: DataFrame, first_key: str, commit: OutputCommit | None
+    spark: SparkSession, path: str, rows: DataFrame, key: Sequence[str], commit: OutputCommit | None
 ) -> MergeCounts:
     """A full write into a table with no files: an append laid out by key (see key_ranges),
     which later batches' MERGEs then read by range. Inside `markers.idempotent` a retry that
@@ -334,10 +334,10 @@ def _fill(
 
     if commit is not None:
         with stamped(spark, commit.app, commit.final):
-            write_laid_out(rows, path, first_key)
+            write_laid_out(rows, path, list(key))
         return final_counts(path, commit, MergeCounts())
     before = _version(path)
-    write_laid_out(rows, path, first_key)
+    write_laid_out(rows, path, list(key))
     last = DeltaTable(path).history(1)[0]
     if last["version"] == before:
         return MergeCounts(applied=False)

@@ -135,11 +135,13 @@ def _decline(path: str, why: str, note: Callable[[str], None] | None) -> None:
         note(text)
 
 
-def _materialised(target: Target, changes: DataFrame) -> tuple[DataFrame, ChangeCounts, list[Any] | None]:
+def _materialised(
+    target: Target, changes: DataFrame
+) -> tuple[DataFrame, ChangeCounts, list[tuple[Any, ...]] | None]:
     """The change rows materialised once and counted by kind in that job, and the distinct
-    values of the key's first column among the keys the batch changes but for its updates'
-    new rows (None: a type whose values may not come back from Python as the same literal, or
-    more than MAX_LISTED keys, so nothing to prune files by)."""
+    keys (tuples of the key's columns) the batch changes but for its updates' new rows (None:
+    more than MAX_LISTED keys, or no key column of a type whose values come back from Python as
+    the same literal, so nothing to prune files by)."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
     from pyspark.sql.types import DateType, DecimalType, IntegralType, StringType
@@ -165,18 +167,19 @@ def _materialised(target: Target, changes: DataFrame) -> tuple[DataFrame, Change
     if (
         not counts.keys
         or counts.keys > MAX_LISTED
-        or not isinstance(target.field(target.key[0]).dataType, exact)
+        or not any(isinstance(target.field(c).dataType, exact) for c in target.key)
     ):
         return frame, counts, None
-    old = frame.where(kind != ChangeType.UPDATE_POSTIMAGE.value).select(_column(target.key[0])).distinct()
-    return frame, counts, [row[0] for row in old.collect()]
+    columns = [_column(c) for c in target.key]
+    old = frame.where(kind != ChangeType.UPDATE_POSTIMAGE.value).select(*columns).distinct()
+    return frame, counts, [tuple(row) for row in old.collect()]
 
 
 def _apply(
     target: Target,
     frame: DataFrame,
     counts: ChangeCounts,
-    old_keys: list[Any] | None,
+    old_keys: list[tuple[Any, ...]] | None,
     stamp: tuple[str, int] | None,
     commit: OutputCommit | None,
     began: float,
@@ -211,7 +214,7 @@ def _apply(
 
 
 def _mark_old_rows(
-    target: Target, frame: DataFrame, old_keys: list[Any] | None, counts: ChangeCounts
+    target: Target, frame: DataFrame, old_keys: list[tuple[Any, ...]] | None, counts: ChangeCounts
 ) -> tuple[Any, dict[str, int]]:
     """Deletion vectors over the table's rows of the updated and deleted keys, found by a scan
     of the key column of the files that may hold them or an inserted key: the actions that
@@ -260,23 +263,36 @@ def _mark_old_rows(
     return done._1(), dv
 
 
-def _old_key_predicate(target: Target, old_keys: list[Any] | None) -> Column:
-    """True on every row whose first key column is in one of the batch keys' ranges: an OR of
-    ranges, on which Delta skips files by their statistics (it reduces an IN list to one range,
-    from the least key to the greatest, which random keys make the whole table)."""
+def _old_key_predicate(target: Target, old_keys: list[tuple[Any, ...]] | None) -> Column:
+    """True on every row each of whose key columns (of a type that gives exact literals) is in
+    one of the batch keys' ranges of that column: for each column an OR of ranges, on which
+    Delta skips files by their statistics (it reduces an IN list to one range, from the least
+    key to the greatest, which random keys make the whole table), and for a key of several
+    columns the AND of them, each a superset of the batch's keys, so the AND is too. The ranges
+    of a key of several columns share MAX_RANGES (the predicate's size stays bounded)."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import DateType, DecimalType, IntegralType, StringType
 
     if not old_keys:
         return F.lit(True)
-    column, dtype = _column(target.key[0]), target.field(target.key[0]).dataType
+    exact = (IntegralType, StringType, DateType, DecimalType)
+    ranged = [(i, c) for i, c in enumerate(target.key) if isinstance(target.field(c).dataType, exact)]
+    if not ranged:
+        return F.lit(True)
+    share = max(1, MAX_RANGES // len(ranged))
+    terms = []
+    for i, name in ranged:
+        column, dtype = _column(name), target.field(name).dataType
 
-    def within(lo: Any, hi: Any) -> Column:
-        # Literals of the column's own type: for any other the analyzer casts the column, and
-        # data skipping reads no statistics through a cast.
-        low, high = F.lit(lo).cast(dtype), F.lit(hi).cast(dtype)
-        return column == low if lo == hi else (column >= low) & (column <= high)
+        def within(lo: Any, hi: Any, column: Column = column, dtype: Any = dtype) -> Column:
+            # Literals of the column's own type: for any other the analyzer casts the column,
+            # and data skipping reads no statistics through a cast.
+            low, high = F.lit(lo).cast(dtype), F.lit(hi).cast(dtype)
+            return column == low if lo == hi else (column >= low) & (column <= high)
 
-    return balanced([within(lo, hi) for lo, hi in key_ranges(old_keys, MAX_RANGES)], lambda a, b: a | b)
+        ranges = key_ranges((k[i] for k in old_keys), share)
+        terms.append(balanced([within(lo, hi) for lo, hi in ranges], lambda a, b: a | b))
+    return balanced(terms, lambda a, b: a & b)
 
 
 def _resolved(target: Target, snapshot: Any, predicate: Column) -> Any:

@@ -42,7 +42,7 @@ def merge_on_spark(
     changed = values_differ("t", "s", values)
     on = same_key("t", "s", key)
     if bounds is not None:
-        on = bounds.covers(F.col(f"t.`{bounds.column}`")) & on
+        on = bounds.covers(lambda c: F.col(f"t.`{c}`")) & on
     if listed:
         on = any_of(F.col(f"t.`{key[0]}`"), listed) & on
     keep = F.col(f"s.`{KEEP}`")

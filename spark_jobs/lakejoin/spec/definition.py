@@ -33,12 +33,28 @@ PERFORMANCE = frozenset({"fanout_threshold", "broadcast_limit_mb"})  # how, neve
 Definition = dict[str, Any]
 
 
+KEY_FIELDS = frozenset({"fk", "key"})  # a definition's fields that hold a key (spec/model.Key)
+
+
+def recorded_key(key: tuple[str, ...]) -> str | list[str]:
+    """A key as a definition records it: one column as its name (as before composite keys, so
+    a single-column view's recorded definition is unchanged), several as a list."""
+    return key[0] if len(key) == 1 else list(key)
+
+
 def _plain(value: Any) -> Any:
-    """A spec value as JSON would hold it: enums by value, tuples as lists, performance knobs out."""
+    """A spec value as JSON would hold it: enums by value, tuples as lists, keys as
+    `recorded_key` says, performance knobs out."""
     if isinstance(value, enum.Enum):
         return value.value
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items() if k not in PERFORMANCE}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            f.name: recorded_key(getattr(value, f.name))
+            if f.name in KEY_FIELDS
+            else _plain(getattr(value, f.name))
+            for f in dataclasses.fields(value)
+            if f.name not in PERFORMANCE
+        }
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
     return value
@@ -52,7 +68,7 @@ def listed_columns(view: View) -> dict[str, tuple[str, ...] | None]:
         listed[d.left] = None
         listed[d.right] = d.right_columns if d.right != d.left else None
     elif isinstance(d, Rekey):
-        listed[d.source] = (d.key, *d.columns) if d.columns else None
+        listed[d.source] = (*d.key, *d.columns) if d.columns else None
     elif isinstance(d, Enrich):
         listed[d.fact] = None
         for dimension in d.dimensions:
@@ -75,7 +91,7 @@ def taken_columns(
         if name not in schemas:
             continue
         columns = schemas[name]
-        wanted = None if listed is None else {spec.sources[name].key, *listed}
+        wanted = None if listed is None else {*spec.sources[name].key, *listed}
         taken[name] = [[c, t] for c, t in columns.items() if wanted is None or c in wanted]
     return taken
 
@@ -84,9 +100,9 @@ def output_key(spec: PipelineSpec, view: View) -> list[str]:
     """The column(s) that identify an output row (what each kind's `output_key` says)."""
     d = view.definition
     if isinstance(d, Rekey):
-        return [d.key] if d.unique else [d.key, spec.sources[d.source].key]
+        return [*d.key] if d.unique else [*d.key, *spec.sources[d.source].key]
     driving = d.fact if isinstance(d, Enrich) else d.left
-    return [spec.sources[driving].key]
+    return [*spec.sources[driving].key]
 
 
 def _place(spec: PipelineSpec, path: str) -> str:
@@ -101,9 +117,9 @@ def _place(spec: PipelineSpec, path: str) -> str:
 def view_definition(spec: PipelineSpec, view: View, schemas: Mapping[str, Mapping[str, str]]) -> Definition:
     """The view's definition at the input schemas given (name -> columns; an input missing from
     `schemas` records no columns)."""
-    settings = _plain(dataclasses.asdict(view.definition))
+    settings = _plain(view.definition)
     inputs = {
-        name: {"path": _place(spec, spec.sources[name].path), "key": spec.sources[name].key}
+        name: {"path": _place(spec, spec.sources[name].path), "key": recorded_key(spec.sources[name].key)}
         for name in view.inputs
     }
     return {

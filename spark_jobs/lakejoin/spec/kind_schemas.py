@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from lakejoin.spec.model import Enrich, FkJoin, ListJoin, PipelineSpec, Rekey, Source
+from lakejoin.spec.model import Enrich, FkJoin, Key, ListJoin, PipelineSpec, Rekey, Source, quoted, shown
 
 
 def _check_columns(
@@ -28,27 +28,48 @@ def _check_columns(
 def _check_fk(
     spec: PipelineSpec,
     key: str,
-    fk: str,
+    fk: Key,
     host: str,
     host_columns: Mapping[str, str],
     role: str,
     target: Source,
     target_columns: Mapping[str, str],
 ) -> None:
-    """The fk column exists in its table and has the type of the key it points at."""
-    if fk not in host_columns:
+    """The fk names one column of its table for each column of the key it points at, in that
+    key's order, each of that column's type."""
+    if len(fk) != len(target.key):
         raise spec.error(
             key,
-            f"fk column '{fk}' is not in the {host}",
-            f"use one of its columns: {', '.join(host_columns)}",
+            f"fk {shown(fk)} has {len(fk)} column{'s' * (len(fk) > 1)} but the {role} key "
+            f"'{target.name}.{shown(target.key)}' has {len(target.key)}",
+            f"name one column of the {host} for each column of that key, in its order: "
+            f"fk: [{', '.join(target.key)}]"
+            if len(target.key) > 1
+            else "name one column: fk: <column>",
         )
-    if host_columns[fk] != target_columns[target.key]:
-        raise spec.error(
-            key,
-            f"fk '{fk}' is {host_columns[fk]} but the {role} key "
-            f"'{target.name}.{target.key}' is {target_columns[target.key]}",
-            "make both columns the same type in the source tables",
-        )
+    for i, (column, target_column) in enumerate(zip(fk, target.key, strict=True)):
+        at = f"{key}[{i}]" if len(fk) > 1 else key
+        if column not in host_columns:
+            raise spec.error(
+                at,
+                f"fk column '{column}' is not in the {host}",
+                f"use one of its columns: {', '.join(host_columns)}",
+            )
+        if host_columns[column] != target_columns[target_column]:
+            raise spec.error(
+                at,
+                f"fk '{column}' is {host_columns[column]} but the {role} key "
+                f"'{target.name}.{target_column}' is {target_columns[target_column]}",
+                "make both columns the same type in the source tables",
+            )
+
+
+def element_type(right: Source, right_columns: Mapping[str, str]) -> str:
+    """The type a list_join's list elements must have: the right key's type, or for a key of
+    several columns a struct of them, by name and in order (`struct<tenant_id:string,id:bigint>`)."""
+    if len(right.key) == 1:
+        return right_columns[right.key[0]]
+    return "struct<" + ",".join(f"{c}:{right_columns[c]}" for c in right.key) + ">"
 
 
 def check_fk_join(
@@ -62,7 +83,7 @@ def check_fk_join(
     _check_columns(
         spec, f"{base}.right_columns", join.right_columns, f"right table '{right.name}'", right_columns
     )
-    chosen = join.right_columns or tuple(c for c in right_columns if c != right.key)
+    chosen = join.right_columns or tuple(c for c in right_columns if c not in right.key)
     clashes = sorted(set(left_columns) & {join.right_prefix + c for c in chosen})
     if clashes:
         raise spec.error(
@@ -84,7 +105,7 @@ def check_list_join(
             f"use one of its columns: {', '.join(left_columns)}",
         )
     found = left_columns[join.list]
-    wanted = f"array<{right_columns[right.key]}>"
+    wanted = f"array<{element_type(right, right_columns)}>"
     if not found.startswith("array<"):
         raise spec.error(
             f"{base}.list",
@@ -94,11 +115,16 @@ def check_list_join(
     if found != wanted:
         raise spec.error(
             f"{base}.list",
-            f"list column '{join.list}' is {found} but the right key '{right.name}.{right.key}' "
-            f"is {right_columns[right.key]}",
-            f"make the list an {wanted} in the source table",
+            f"list column '{join.list}' is {found} but the right key '{right.name}.{shown(right.key)}' "
+            f"is {element_type(right, right_columns)}",
+            f"make the list an {wanted} in the source table"
+            + (
+                " (each element a struct of the right key's columns, by name and in order)"
+                if len(right.key) > 1
+                else ""
+            ),
         )
-    if join.list == left.key:
+    if join.list in left.key:
         raise spec.error(f"{base}.list", "the list column cannot be the left key", "name the list column")
     _check_columns(
         spec, f"{base}.right_columns", join.right_columns, f"right table '{right.name}'", right_columns
@@ -116,17 +142,26 @@ def check_rekey(
 ) -> None:
     master = spec.sources[rekey.source]
     columns = schemas[master.name]
-    if rekey.key not in columns:
+    for i, column in enumerate(rekey.key):
+        if column not in columns:
+            raise spec.error(
+                f"{base}.key[{i}]" if len(rekey.key) > 1 else f"{base}.key",
+                f"rekey column '{column}' is not in the master table '{master.name}'",
+                f"use one of its columns: {', '.join(columns)}",
+            )
+    if set(rekey.key) == set(master.key):
         raise spec.error(
             f"{base}.key",
-            f"rekey column '{rekey.key}' is not in the master table '{master.name}'",
-            f"use one of its columns: {', '.join(columns)}",
-        )
-    if rekey.key == master.key:
-        raise spec.error(
-            f"{base}.key",
-            f"'{rekey.key}' is already the key of '{master.name}'",
+            f"{quoted(rekey.key)} is already the key of '{master.name}'",
             "re-key by another column; the master key is kept in every derived row",
+        )
+    shared = [c for c in rekey.key if c in master.key]
+    if shared and not rekey.unique:
+        raise spec.error(
+            f"{base}.key",
+            f"the derived key {shown(rekey.key)} shares {', '.join(shared)} with the key of "
+            f"'{master.name}' ({shown(master.key)}); with 'unique: false' a row is keyed by both",
+            "re-key by columns outside the master key",
         )
     _check_columns(spec, f"{base}.columns", rekey.columns, f"master table '{master.name}'", columns)
 
@@ -144,7 +179,7 @@ def check_enrich(
         fact_table = f"fact table '{fact.name}'"
         _check_fk(spec, f"{at}.fk", dimension.fk, fact_table, fact_columns, "dimension", table, columns)
         _check_columns(spec, f"{at}.columns", dimension.columns, f"dimension table '{table.name}'", columns)
-        for column in dimension.columns or tuple(c for c in columns if c != table.key):
+        for column in dimension.columns or tuple(c for c in columns if c not in table.key):
             name = dimension.prefix + column
             if name in taken:
                 raise spec.error(

@@ -20,6 +20,7 @@ from lakejoin.spec.model import (
     ListJoin,
     OnConflict,
     Rekey,
+    quoted,
 )
 from lakejoin.spec.yaml_lines import SpecReader, describe
 
@@ -80,8 +81,7 @@ def parse_fk_join(reader: SpecReader, raw: Any, key: str, known: Known) -> FkJoi
     reader.only(raw, key, {"left", "right", "fk", "how", "right_columns", "right_prefix", "fanout_threshold"})
     left = _source_name(reader, raw, key, "left", known)
     right = _source_name(reader, raw, key, "right", known)
-    fk = reader.identifier(raw, key, "fk")
-    assert fk
+    fk = reader.key_columns(raw, key, "fk")
     how = _how(reader, raw, key, default=JoinHow.INNER)
     columns = _columns(reader, raw, key, "right_columns")
     prefix = reader.text(raw, key, "right_prefix", required=False) or ""
@@ -126,7 +126,8 @@ def parse_enrich(reader: SpecReader, raw: Any, key: str, known: Known) -> Enrich
         raise reader.fail(
             f"{key}.dimensions",
             "'dimensions' must be a non-empty list",
-            "list the dimension tables, e.g. [{table: customers, fk: customer_id, prefix: customer_}]",
+            "list the dimension tables, e.g. [{table: customers, fk: customer_id, prefix: customer_}] "
+            "(an fk of several columns: fk: [tenant_id, customer_id], in the dimension key's order)",
         )
     dimensions: list[Dimension] = []
     for i, body in enumerate(listed):
@@ -134,8 +135,7 @@ def parse_enrich(reader: SpecReader, raw: Any, key: str, known: Known) -> Enrich
         body = reader.mapping(body, at)
         reader.only(body, at, {"table", "fk", "how", "prefix", "columns"})
         table = _source_name(reader, body, at, "table", known)
-        fk = reader.identifier(body, at, "fk")
-        assert fk
+        fk = reader.key_columns(body, at, "fk")
         if table == fact:
             raise reader.fail(f"{at}.table", f"'{table}' is the fact table", "enrich from another table")
         prefix = reader.text(body, at, "prefix", required=False) or ""
@@ -148,8 +148,8 @@ def parse_enrich(reader: SpecReader, raw: Any, key: str, known: Known) -> Enrich
             prefix,
             _columns(reader, body, at, "columns"),
         )
-        if any(d.id == dimension.id for d in dimensions):
-            raise reader.fail(at, f"dimension '{table}' on fk '{fk}' is listed twice", "list it once")
+        if any((d.table, d.fk) == (dimension.table, dimension.fk) for d in dimensions):
+            raise reader.fail(at, f"dimension '{table}' on fk {quoted(fk)} is listed twice", "list it once")
         dimensions.append(dimension)
     threshold = _number(reader, raw, key, "fanout_threshold", FANOUT_THRESHOLD, most=1.0)
     if "fanout_threshold" in raw and mode is not EnrichMode.PROPAGATE:
@@ -181,8 +181,7 @@ def parse_rekey(reader: SpecReader, raw: Any, key: str, known: Known) -> Rekey:
     raw = reader.mapping(raw, key)
     reader.only(raw, key, {"source", "key", "columns", "unique", "on_conflict"})
     source = _source_name(reader, raw, key, "source", known)
-    column = reader.identifier(raw, key, "key")
-    assert column
+    column = reader.key_columns(raw, key, "key")
     unique = raw.get("unique", True)
     if not isinstance(unique, bool):
         raise reader.fail(f"{key}.unique", f"'unique' must be true or false, found {describe(unique)}")

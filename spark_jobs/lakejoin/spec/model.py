@@ -62,11 +62,30 @@ class OnDefinitionChange(enum.Enum):
     FAIL = "fail"  # stop at the plan, naming what changed, until someone runs --full-refresh
 
 
+# A key: the column(s) that identify a row, in order. `key: a` in a spec is ("a",), `key: [a, b]`
+# is ("a", "b"); a row whose key has a null in any column has a null key.
+Key = tuple[str, ...]
+# What functions that take a key's columns accept: a key, or a list of column names (never a
+# bare string, which is a sequence of its characters).
+Columns = tuple[str, ...] | list[str]
+
+
+def shown(key: Key) -> str:
+    """A key as messages and records show it: `a` for one column, `(a, b)` for several."""
+    return key[0] if len(key) == 1 else f"({', '.join(key)})"
+
+
+def quoted(key: Key) -> str:
+    """A key as a message names it on its own: `'a'` for one column (as before composite
+    keys), `(a, b)` for several."""
+    return f"'{key[0]}'" if len(key) == 1 else shown(key)
+
+
 @dataclass(frozen=True)
 class Source:
     name: str
     path: str
-    key: str
+    key: Key
     line: int | None
     upstream: str | None = None  # the view whose output this is, when a view reads another view
 
@@ -80,7 +99,7 @@ FANOUT_THRESHOLD = 0.2
 class FkJoin:
     left: str
     right: str
-    fk: str
+    fk: Key  # the left columns naming the right key's columns, in its order
     how: JoinHow
     right_columns: tuple[str, ...] | None
     right_prefix: str
@@ -101,7 +120,7 @@ class ListJoin:
 @dataclass(frozen=True)
 class Rekey:
     source: str
-    key: str
+    key: Key  # the derived key
     columns: tuple[str, ...] | None
     unique: bool
     on_conflict: OnConflict
@@ -110,7 +129,7 @@ class Rekey:
 @dataclass(frozen=True)
 class Dimension:
     table: str
-    fk: str
+    fk: Key  # the fact's columns naming the dimension key's columns, in its order
     how: JoinHow
     prefix: str
     columns: tuple[str, ...] | None
@@ -118,7 +137,9 @@ class Dimension:
     @property
     def id(self) -> str:
         """A stable name for the dimension's routing index (reordering the spec keeps it)."""
-        return f"{self.table}_by_{self.fk}"
+        return (
+            f"{self.table}_by_{self.fk[0]}" if len(self.fk) == 1 else f"{self.table}_by_{'__'.join(self.fk)}"
+        )
 
 
 @dataclass(frozen=True)

@@ -46,9 +46,9 @@ def _sources(reader: SpecReader, raw: Any, base: Path) -> dict[str, Source]:
         body = reader.mapping(body, key)
         reader.only(body, key, {"path", "key"})
         path = reader.text(body, key, "path")
-        column = reader.identifier(body, key, "key")
-        assert path is not None and column is not None
-        sources[name] = Source(name, _resolve(base, path), column, reader.lines.get(key))
+        columns = reader.key_columns(body, key, "key")
+        assert path is not None
+        sources[name] = Source(name, _resolve(base, path), columns, reader.lines.get(key))
     return sources
 
 
@@ -223,7 +223,8 @@ def _dependency_order(reader: SpecReader, views: dict[str, View]) -> tuple[str, 
 def _with_view_sources(
     reader: SpecReader, sources: dict[str, Source], views: dict[str, View], order: tuple[str, ...]
 ) -> dict[str, Source]:
-    """The declared sources plus every view that another view reads, keyed by its output key."""
+    """The declared sources plus every view that another view reads, keyed by its output key
+    (every column of it)."""
     everything = dict(sources)
     read = {n for v in views.values() for n in v.inputs if n in views}
     for name in order:
@@ -232,15 +233,9 @@ def _with_view_sources(
         view = views[name]
         d = view.definition
         if isinstance(d, Rekey):
-            if not d.unique:
-                readers = sorted(v.name for v in views.values() if name in v.inputs)
-                raise reader.fail(
-                    f"views.{readers[0]}",
-                    f"view '{readers[0]}' reads view '{name}', a rekey with 'unique: false', whose rows "
-                    f"are keyed by two columns ({d.key}, {everything[d.source].key})",
-                    "read a unique rekey, or the master table itself",
-                )
-            key = d.key
+            # A rekey with `unique: false` holds a row per (derived key, master key): it is read
+            # keyed by both, in that order.
+            key = d.key if d.unique else (*d.key, *everything[d.source].key)
         else:
             driving = d.fact if isinstance(d, Enrich) else d.left
             key = everything[driving].key

@@ -17,10 +17,11 @@ def check_view_schemas(spec: PipelineSpec, view: View, schemas: Mapping[str, Map
     """Check a view against the columns (name -> Spark type) of the tables it reads."""
     for name in view.inputs:
         source = spec.sources[name]
-        if source.upstream is None and source.key not in schemas[source.name]:
-            raise spec.error(
-                f"sources.{source.name}.key",
-                f"key column '{source.key}' is not in table {source.path}",
-                f"use one of its columns: {', '.join(schemas[source.name])}",
-            )
+        for i, column in enumerate(source.key if source.upstream is None else ()):
+            if column not in schemas[source.name]:
+                raise spec.error(
+                    f"sources.{source.name}.key" + (f"[{i}]" if len(source.key) > 1 else ""),
+                    f"key column '{column}' is not in table {source.path}",
+                    f"use one of its columns: {', '.join(schemas[source.name])}",
+                )
     KINDS[view.kind].check_schemas(spec, view.definition, f"views.{view.name}.{view.kind.value}", schemas)

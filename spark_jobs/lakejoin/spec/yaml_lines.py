@@ -113,6 +113,28 @@ class SpecReader:
             self.check_identifier(value, f"{key}.{name}")
         return value
 
+    def key_columns(self, raw: dict[str, Any], key: str, name: str) -> tuple[str, ...]:
+        """A key: one column name (`key: id`), or a list of distinct ones (`key: [tenant_id, id]`)."""
+        path = f"{key}.{name}" if key else name
+        value = raw.get(name)
+        if not isinstance(value, list):
+            column = self.identifier(raw, key, name)
+            assert column is not None
+            return (column,)
+        if not value:
+            raise self.fail(
+                path, f"'{name}' is an empty list", "name one column, or a list of columns in order"
+            )
+        for i, column in enumerate(value):
+            if not isinstance(column, str):
+                raise self.fail(f"{path}[{i}]", f"expected a column name, found {describe(column)}")
+            self.check_identifier(column, f"{path}[{i}]")
+            if column in value[:i]:
+                raise self.fail(
+                    f"{path}[{i}]", f"column '{column}' is listed twice in '{name}'", "list it once"
+                )
+        return tuple(value)
+
     def check_identifier(self, value: str, key: str) -> None:
         if not IDENTIFIER.match(value):
             raise self.fail(

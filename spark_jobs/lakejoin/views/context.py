@@ -16,7 +16,7 @@ from lakejoin.delta import lookups
 from lakejoin.delta.key_ranges import KeyRange, Keys
 from lakejoin.delta.sources import snapshot
 from lakejoin.errors import DuplicateKeyError, NullKeyError
-from lakejoin.spec.model import PipelineSpec, Source, View
+from lakejoin.spec.model import Columns, Key, PipelineSpec, Source, View, shown
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -29,7 +29,7 @@ DUPLICATE_KEY = "lakejoin: two rows hold one key"
 _HOLDERS = "_lj_holders"
 
 
-def checked_unique(rows: DataFrame, key: str) -> DataFrame:
+def checked_unique(rows: DataFrame, key: Columns) -> DataFrame:
     """`rows`, failing with `DUPLICATE_KEY` inside the job that materialises them when two hold
     the same `key`: the check is a window over rows that job reads anyway, not a scan of its
     own. (The filter reads the window's column, so the optimizer can neither prune the check
@@ -37,7 +37,7 @@ def checked_unique(rows: DataFrame, key: str) -> DataFrame:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    holders = F.count(F.lit(1)).over(Window.partitionBy(key))
+    holders = F.count(F.lit(1)).over(Window.partitionBy(*key))
     duplicate = F.when(F.col(_HOLDERS) > 1, F.raise_error(F.lit(DUPLICATE_KEY))).otherwise(F.lit(True))
     return rows.withColumn(_HOLDERS, holders).where(duplicate).drop(_HOLDERS)
 
@@ -58,7 +58,7 @@ class BatchContext:
     changed: dict[str, int] = field(default_factory=dict)  # keys changed per change source
     changed_range: dict[str, KeyRange] = field(default_factory=dict)  # their key range
     _snapshots: dict[str, DataFrame] = field(default_factory=dict)
-    _values: dict[tuple[int, str], list[Any] | None] = field(default_factory=dict)
+    _values: dict[tuple[int, Key], list[tuple[Any, ...]] | None] = field(default_factory=dict)
 
     @property
     def full(self) -> bool:
@@ -85,7 +85,7 @@ class BatchContext:
         change), how many, and their range (None: unknown, as in a full refresh)."""
         if self.full or source.name not in self.changed_range:
             return None
-        return changes.select(source.key), self.changed[source.name], self.changed_range[source.name]
+        return changes.select(*source.key), self.changed[source.name], self.changed_range[source.name]
 
     def version(self, source: Source) -> int:
         return self.plan.pinned_versions[source.name]
@@ -101,27 +101,35 @@ class BatchContext:
         return f"view '{self.view.name}', source '{source.name}' ({source.path}){at}"
 
     def require_keys(self, rows: DataFrame, source: Source) -> None:
-        from pyspark.sql import functions as F
+        from lakejoin.delta.change_feed import null_key
 
-        if rows.where(F.col(source.key).isNull()).limit(1).count():
+        if rows.where(null_key(source.key)).limit(1).count():
+            key = source.key
             raise NullKeyError(
-                f"a row has a null key '{source.key}'",
+                f"a row has a null key '{key[0]}'"
+                if len(key) == 1
+                else f"a row's key {shown(key)} has a null in one of its columns",
                 where=self.where(source, self.version(source)),
-                fix=f"give every row a '{source.key}' in the source, or filter null keys out upstream",
+                fix=(
+                    f"give every row a '{key[0]}'"
+                    if len(key) == 1
+                    else f"give every row a value in each of {', '.join(repr(c) for c in key)}"
+                )
+                + " in the source, or filter null keys out upstream",
             )
 
     def require_unique(self, rows: DataFrame, source: Source) -> None:
-        duplicates = (
-            rows.groupBy(source.key).count().where("count > 1").orderBy(source.key).limit(5).collect()
-        )
+        key = list(source.key)
+        duplicates = rows.groupBy(*key).count().where("count > 1").orderBy(*key).limit(5).collect()
         if duplicates:
-            raise self._duplicates(source, [(d[source.key], d["count"]) for d in duplicates])
+            raise self._duplicates(source, [(tuple(d[c] for c in key), d["count"]) for d in duplicates])
 
-    def _duplicates(self, source: Source, held: Sequence[tuple[Any, int]]) -> DuplicateKeyError:
-        """The error for key values `source` holds more than once (value, rows), at the pin."""
-        shown = ", ".join(f"{source.key}={value!r} ({n} rows)" for value, n in held)
+    def _duplicates(self, source: Source, held: Sequence[tuple[tuple[Any, ...], int]]) -> DuplicateKeyError:
+        """The error for keys `source` holds more than once (key, rows), at the pin."""
+        key = source.key
+        said = ", ".join(f"{shown(key)}={shown_value(key, value)} ({n} rows)" for value, n in held)
         return DuplicateKeyError(
-            f"the key '{source.key}' is not unique: {shown}",
+            f"the key '{shown(key)}' is not unique: {said}",
             where=self.where(source, self.version(source)),
             fix="deduplicate the source table (one row per key), or declare another key column",
         )
@@ -162,17 +170,17 @@ class BatchContext:
         from lakejoin.delta.change_feed import upserts
         from lakejoin.delta.key_ranges import materialised
 
-        key = source.key
+        key = list(source.key)
         if bounds is None:
             keys, _, bounds = materialised(keys, key)
         # Only the files of the keys' range are read (key_ranges: the source's files hold key
         # ranges when it was written in key order, as CDC appends of growing keys are).
-        snapshot = self.snapshot(source).where(bounds.covers(F.col(key)))
+        snapshot = self.snapshot(source).where(bounds.renamed(key).covers())
         # A net change holds one row per key, so it cannot show a key the source holds twice:
         # the keys the snapshot holds are checked, by key column alone, in the job that finds
         # which of them did not change.
-        held = snapshot.select(key).join(F.broadcast(keys), on=key, how="left_semi")
-        unchanged_keys_of = checked_unique(held, key).join(changes.select(key), on=key, how="left_anti")
+        held = snapshot.select(*key).join(F.broadcast(keys), on=key, how="left_semi")
+        unchanged_keys_of = checked_unique(held, key).join(changes.select(*key), on=key, how="left_anti")
         rest, unchanged_keys, _ = self.materialise_unique(
             lambda: materialised(unchanged_keys_of), held, source
         )
@@ -187,22 +195,22 @@ class BatchContext:
         """Up to how many keys a lookup is made on the driver (0: driver lookups are off)."""
         return lookups.max_keys(self.spark)
 
-    def key_values(self, frame: DataFrame, column: str, count: int | None) -> list[Any] | None:
-        """The values of `column` in `frame` (materialised, `count` rows) on the driver, for a
-        lookup there (`lookups`); None when they are too many, of a type it does not take, or
-        not counted."""
+    def key_values(self, frame: DataFrame, key: Key, count: int | None) -> list[tuple[Any, ...]] | None:
+        """The keys (tuples of `key`'s columns) in `frame` (materialised, `count` rows) on the
+        driver, for a lookup there (`lookups`); None when they are too many, of a type it does
+        not take, or not counted."""
         if not lookups.takes(count, self.most_keys):
             return None
         # A frame's values are asked for twice (the routes leave out the changed left keys, the
         # affected rows read them): collected once.
-        if (id(frame), column) not in self._values:
-            values = [row[0] for row in frame.select(column).collect()] if count else []
-            self._values[id(frame), column] = values if lookups.literal_keys(values) else None
-        return self._values[id(frame), column]
+        if (id(frame), key) not in self._values:
+            values = [tuple(row) for row in frame.select(*key).collect()] if count else []
+            self._values[id(frame), key] = values if lookups.literal_keys(values) else None
+        return self._values[id(frame), key]
 
     def changed_on_driver(
         self, changes: Mapping[str, DataFrame], right: Source, left: Source
-    ) -> tuple[list[Any], list[Any]] | None:
+    ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]] | None:
         """The changed keys of `right` and of `left` on the driver, for routes looked up there
         (a right change's left rows, but for the left keys that changed themselves); None
         when either is too many or of a type a driver lookup does not take."""
@@ -214,7 +222,7 @@ class BatchContext:
         return None if left_changed is None else (changed, left_changed)
 
     def driver_rows(
-        self, source: Source, values: Sequence[Any], *, excluding: Sequence[Any] = ()
+        self, source: Source, values: Sequence[tuple[Any, ...]], *, excluding: Sequence[tuple[Any, ...]] = ()
     ) -> DataFrame | None:
         """The rows of `source` at the pinned version whose key is one of `values` but not of
         `excluding`, read on the driver (`lookups`), one per key: two rows with one key of
@@ -231,7 +239,11 @@ class BatchContext:
         )
 
     def rows_on_driver(
-        self, source: Source, values: Sequence[Any], changes: DataFrame, changed: Sequence[Any]
+        self,
+        source: Source,
+        values: Sequence[tuple[Any, ...]],
+        changes: DataFrame,
+        changed: Sequence[tuple[Any, ...]],
     ) -> DataFrame | None:
         """`rows_of` for keys listed on the driver (`values`; `changed`: those that changed in
         this batch, whose rows come from `changes`): the other keys' rows come from a driver
@@ -246,7 +258,7 @@ class BatchContext:
         return upserts(changes).select(*unchanged.columns).unionByName(unchanged)
 
     def affected_on_driver(
-        self, source: Source, changes: DataFrame, reached: Sequence[Any]
+        self, source: Source, changes: DataFrame, reached: Sequence[tuple[Any, ...]]
     ) -> tuple[Keys, DataFrame] | None:
         """The affected keys of `source` (those that changed, `changes`, and those a change on
         another side reached, `reached`) and their rows at the pin, found on the driver (the
@@ -265,24 +277,29 @@ class BatchContext:
             return None
         keys = self.keys_frame(source, values, rows.schema)
         listed = values and enabled(self.spark)
-        bounds = KeyRange(source.key, values[0], values[-1]) if listed else KeyRange(source.key)
+        bounds = KeyRange(source.key)
+        if listed:
+            spans = [(min(v[i] for v in values), max(v[i] for v in values)) for i in range(len(source.key))]
+            bounds = KeyRange(source.key, tuple(spans))
         return (keys, len(values), bounds), rows
 
-    def keys_frame(self, source: Source, values: Sequence[Any], schema: Any = None) -> DataFrame:
-        """Key values of `source` listed on the driver, as a one-column frame typed like its key
-        (a local relation: no Spark job)."""
+    def keys_frame(self, source: Source, values: Sequence[tuple[Any, ...]], schema: Any = None) -> DataFrame:
+        """Keys of `source` listed on the driver, as a frame of its key's columns typed like
+        them (a local relation: no Spark job)."""
         from pyspark.sql.types import StructType
 
-        field = (schema or self.snapshot(source).schema)[source.key]
-        return self.spark.createDataFrame([(v,) for v in values], StructType([field]))
+        fields = [(schema or self.snapshot(source).schema)[c] for c in source.key]
+        return self.spark.createDataFrame([tuple(v) for v in values], StructType(fields))
 
-    def referenced_on_driver(self, source: Source, rows: DataFrame, fk: str) -> DataFrame | None:
+    def referenced_on_driver(self, source: Source, rows: DataFrame, fk: Columns) -> DataFrame | None:
         """The rows of `source` at the pin that `rows` (few, from `affected_on_driver`) reference
-        through `fk`, one per key, read on the driver; None when a driver lookup does not take
-        them (use `unique_rows`)."""
-        from pyspark.sql import functions as F
+        through `fk` (columns of `rows`, in the order of `source`'s key; a reference with a null
+        in any column references nothing), one per key, read on the driver; None when a driver
+        lookup does not take them (use `unique_rows`)."""
+        from lakejoin.delta.change_feed import null_key
 
-        wanted = [r[0] for r in rows.select(fk).where(F.col(fk).isNotNull()).distinct().collect()]
+        referring = rows.select(*fk).where(~null_key(tuple(fk))).distinct().collect()
+        wanted = [tuple(r) for r in referring]
         if not lookups.takes(len(wanted), self.most_keys) or not lookups.literal_keys(wanted):
             return None
         return self.driver_rows(source, wanted)
@@ -292,3 +309,8 @@ class BatchContext:
         rows = self.snapshot(source)
         self.require_keys(rows, source)
         return rows
+
+
+def shown_value(key: Key, value: tuple[Any, ...]) -> str:
+    """A key's value as messages show it: `7` for a key of one column, `(7, 'EU')` for several."""
+    return repr(value[0]) if len(key) == 1 else "(" + ", ".join(repr(v) for v in value) + ")"

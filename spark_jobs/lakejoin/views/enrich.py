@@ -39,11 +39,11 @@ from lakejoin.delta import routing
 from lakejoin.delta.key_ranges import materialised
 from lakejoin.quality import checks as quality
 from lakejoin.quality.checks import Validation
-from lakejoin.spec.model import Dimension, EnrichMode, JoinHow, PipelineSpec, Source, View
+from lakejoin.spec.model import Dimension, EnrichMode, JoinHow, Key, PipelineSpec, Source, View
 from lakejoin.views.base import Rebuilt, ViewKindLogic
 from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
-from lakejoin.views.joins import previous_rows, referenced_right_rows
+from lakejoin.views.joins import matching, previous_rows, referenced_right_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -58,7 +58,7 @@ class DimensionRows:
 
     dimension: Dimension
     rows: DataFrame
-    key: str
+    key: Key
     columns: Sequence[str]
     broadcast: bool
 
@@ -66,19 +66,20 @@ class DimensionRows:
 def recompute(fact_rows: DataFrame, dimensions: Sequence[DimensionRows]) -> DataFrame:
     """The output rows of the given facts: fact columns, then each dimension's prefixed columns.
 
-    A `left` dimension keeps a fact whose fk is null or unmatched (null columns); an `inner` one
-    drops it. Matching is exact equality.
+    A `left` dimension keeps a fact whose fk is null (in any column) or unmatched (null
+    columns); an `inner` one drops it. Matching is exact equality of every fk column.
     """
     from pyspark.sql import functions as F
 
     out, added = fact_rows, []
     for i, d in enumerate(dimensions):
-        match = f"_lj_dim{i}"
+        match = [f"_lj_dim{i}"] if len(d.key) == 1 else [f"_lj_dim{i}_{j}" for j in range(len(d.key))]
         right = d.rows.select(
-            F.col(d.key).alias(match), *[F.col(c).alias(d.dimension.prefix + c) for c in d.columns]
+            *[F.col(k).alias(m) for k, m in zip(d.key, match, strict=True)],
+            *[F.col(c).alias(d.dimension.prefix + c) for c in d.columns],
         )
         right = F.broadcast(right) if d.broadcast else right.hint("shuffle_hash")
-        out = out.join(right, fact_rows[d.dimension.fk] == right[match], how=d.dimension.how.value)
+        out = out.join(right, matching(fact_rows, d.dimension.fk, right, match), how=d.dimension.how.value)
         added += [d.dimension.prefix + c for c in d.columns]
     return out.select(*[fact_rows[c] for c in fact_rows.columns], *added)
 
@@ -108,7 +109,7 @@ class EnrichView(ViewKindLogic):
 
     @property
     def output_key(self) -> tuple[str, ...]:
-        return (self.fact.key,)
+        return self.fact.key
 
     @property
     def change_sources(self) -> tuple[Source, ...]:
@@ -119,15 +120,14 @@ class EnrichView(ViewKindLogic):
         """None: the pinned fact table routes a dimension change (see the module)."""
         return {}
 
-    def _routes(self) -> dict[str, str]:
-        """A route column per dimension (named by its stable id), and the fact's fk column each
-        one holds."""
+    def _routes(self) -> dict[str, Key]:
+        """A route per dimension (named by its stable id), and the fact's fk columns it holds."""
         return {d.id: d.fk for d in self.enrich.dimensions}
 
     def _columns(self, d: Dimension, schemas: Mapping[str, Mapping[str, str]]) -> list[str]:
         """The dimension's columns the output carries: the declared ones, or all but its key."""
         key = self.table(d).key
-        return list(d.columns or [c for c in schemas[d.table] if c != key])
+        return list(d.columns or [c for c in schemas[d.table] if c not in key])
 
     # --- affected keys -------------------------------------------------------------------
 
@@ -141,7 +141,7 @@ class EnrichView(ViewKindLogic):
         from pyspark.sql import functions as F
 
         fact_changes = changes[self.fact.name]
-        listed: list[Any] | None = []
+        listed: list[tuple[Any, ...]] | None = []
         for d in self.enrich.dimensions:
             changed = ctx.key_values(changes[d.table], self.table(d).key, ctx.changed.get(d.table))
             found = (
@@ -174,14 +174,18 @@ class EnrichView(ViewKindLogic):
         reached = None
         for d in self.enrich.dimensions:
             keys = routing.routed_left_keys(
-                index, changes[d.table], self.table(d).key, route=d.id, changed=ctx.changed.get(d.table)
+                index,
+                changes[d.table],
+                self.table(d).key,
+                route=d.id,
+                left_key=self.fact.key,
+                changed=ctx.changed.get(d.table),
             )
             reached = keys if reached is None else reached.union(keys)
         assert reached is not None
+        key = list(self.fact.key)
         done, count, _ = materialised(
-            reached.distinct()
-            .select(F.col(routing.LEFT_KEY).alias(self.fact.key))
-            .join(F.broadcast(fact_changes.select(self.fact.key)), on=self.fact.key, how="left_anti")
+            reached.distinct().join(F.broadcast(fact_changes.select(*key)), on=key, how="left_anti")
         )
         return done, count
 
@@ -229,7 +233,7 @@ class EnrichView(ViewKindLogic):
         if found is not None:
             (affected, count, bounds), fact_rows = found
         else:
-            keys = fact_changes.select(self.fact.key)
+            keys = fact_changes.select(*self.fact.key)
             if isinstance(reached, list):
                 keys = keys.union(ctx.keys_frame(self.fact, reached)) if reached else keys
             else:
@@ -316,11 +320,7 @@ class EnrichView(ViewKindLogic):
     def validations(self, ctx: BatchContext, written: DataFrame) -> list[Validation]:
         import great_expectations as gx
 
-        key = self.fact.key
-        expectations: list[Any] = [
-            gx.expectations.ExpectColumnValuesToNotBeNull(column=key),
-            gx.expectations.ExpectColumnValuesToBeUnique(column=key),
-        ]
+        expectations: list[Any] = quality.key_expectations(self.fact.key)
         rows = written
         for i, d in enumerate(self.enrich.dimensions):
             if d.how is not JoinHow.INNER:
@@ -329,7 +329,7 @@ class EnrichView(ViewKindLogic):
             table = self.table(d)
             rows = quality.with_key_resolution(rows, ctx.snapshot(table), d.fk, table.key, flag)
             expectations += [
-                gx.expectations.ExpectColumnValuesToNotBeNull(column=d.fk),
+                *(gx.expectations.ExpectColumnValuesToNotBeNull(column=c) for c in d.fk),
                 gx.expectations.ExpectColumnValuesToBeInSet(column=flag, value_set=[True]),
             ]
         return [Validation("changed_rows", rows, expectations)]

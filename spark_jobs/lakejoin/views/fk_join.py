@@ -17,27 +17,27 @@ from lakejoin.delta import routing
 from lakejoin.delta.key_ranges import Keys, materialised
 from lakejoin.quality import checks as quality
 from lakejoin.quality.checks import Validation
-from lakejoin.spec.model import FkJoin, JoinHow, PipelineSpec, View
+from lakejoin.spec.model import FkJoin, JoinHow, Key, PipelineSpec, View
 from lakejoin.views.base import Rebuilt, ViewKindLogic
 from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
-from lakejoin.views.joins import previous_rows, referenced_right_rows
+from lakejoin.views.joins import matching, previous_rows, referenced_right_rows, wanted_names
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-RIGHT_MATCH = "_lj_right_key"
+
+def chosen_right_columns(join: FkJoin, right_columns: Sequence[str], right_key: Key) -> list[str]:
+    """The right columns the output carries: the declared ones, or all but the right key's."""
+    if join.right_columns:
+        return list(join.right_columns)
+    return [c for c in right_columns if c not in right_key]
 
 
-def chosen_right_columns(join: FkJoin, right_columns: Sequence[str], right_key: str) -> list[str]:
-    """The right columns the output carries: the declared ones, or all but the right key."""
-    return list(join.right_columns) if join.right_columns else [c for c in right_columns if c != right_key]
-
-
-def affected_keys(left_changed_keys: DataFrame, routed_keys: DataFrame, left_key: str) -> DataFrame:
+def affected_keys(left_changed_keys: DataFrame, routed_keys: DataFrame, left_key: Key) -> DataFrame:
     """Output keys a batch can change: left keys that changed, and left keys routed from
     changed right keys. A right change cannot reach any other row."""
-    return left_changed_keys.select(left_key).union(routed_keys.select(left_key)).distinct()
+    return left_changed_keys.select(*left_key).union(routed_keys.select(*left_key)).distinct()
 
 
 def recompute(
@@ -45,22 +45,24 @@ def recompute(
     right_rows: DataFrame,
     join: FkJoin,
     *,
-    right_key: str,
+    right_key: Key,
     right_columns: Sequence[str],
 ) -> DataFrame:
     """The output rows of the given left rows: left columns, then the prefixed right columns.
 
     Inner keeps a left row only when its fk is not null and matches a right key; left keeps
     every left row, with null right columns when the fk is null or unmatched. Matching is
-    exact equality, so `a` never matches `ab`, and a null fk never matches anything.
+    exact equality of every fk column with its right key column, so `a` never matches `ab`,
+    and an fk with a null in any column never matches anything.
     """
     from pyspark.sql import functions as F
 
+    match = wanted_names(len(right_key))
     right = right_rows.select(
-        F.col(right_key).alias(RIGHT_MATCH),
+        *[F.col(k).alias(m) for k, m in zip(right_key, match, strict=True)],
         *[F.col(c).alias(join.right_prefix + c) for c in right_columns],
     )
-    joined = left_rows.join(right, left_rows[join.fk] == right[RIGHT_MATCH], how=join.how.value)
+    joined = left_rows.join(right, matching(left_rows, join.fk, right, match), how=join.how.value)
     return joined.select(
         *[left_rows[c] for c in left_rows.columns],
         *[F.col(join.right_prefix + c) for c in right_columns],
@@ -81,7 +83,7 @@ class FkJoinView(ViewKindLogic):
 
     @property
     def output_key(self) -> tuple[str, ...]:
-        return (self.left.key,)
+        return self.left.key
 
     def _right_columns(self, schemas: Mapping[str, Mapping[str, str]]) -> list[str]:
         return chosen_right_columns(self.join, list(schemas[self.right.name]), self.right.key)
@@ -161,12 +163,15 @@ class FkJoinView(ViewKindLogic):
                 return reached, len(reached)
         fk_routes = {routing.RIGHT_KEY: self.join.fk}
         left_routes = routing.routes(ctx.snapshot(self.left), self.left.key, fk_routes)
+        key = list(self.left.key)
         routed, count, _ = materialised(
             routing.routed_left_keys(
-                left_routes, right_changes, self.right.key, changed=ctx.changed.get(self.right.name)
-            )
-            .select(F.col(routing.LEFT_KEY).alias(self.left.key))
-            .join(F.broadcast(left_changes.select(self.left.key)), on=self.left.key, how="left_anti")
+                left_routes,
+                right_changes,
+                self.right.key,
+                left_key=key,
+                changed=ctx.changed.get(self.right.name),
+            ).join(F.broadcast(left_changes.select(*key)), on=key, how="left_anti")
         )
         return routed, count
 
@@ -193,7 +198,7 @@ class FkJoinView(ViewKindLogic):
             left_before = previous_rows(left_rows, left_changes, self.left.key)
             # A left row whose fk moved references at the previous pins a right row no left
             # row references now: one read of the right rows serves both.
-            referring = left_rows.select(self.join.fk).unionByName(left_before.select(self.join.fk))
+            referring = left_rows.select(*self.join.fk).unionByName(left_before.select(*self.join.fk))
         right_rows = None
         if found is not None:
             right_rows = ctx.referenced_on_driver(self.right, referring, self.join.fk)
@@ -210,18 +215,14 @@ class FkJoinView(ViewKindLogic):
     def validations(self, ctx: BatchContext, written: DataFrame) -> list[Validation]:
         import great_expectations as gx
 
-        key = self.left.key
-        expectations = [
-            gx.expectations.ExpectColumnValuesToNotBeNull(column=key),
-            gx.expectations.ExpectColumnValuesToBeUnique(column=key),
-        ]
+        expectations = quality.key_expectations(self.left.key)
         rows = written
         if self.join.how is JoinHow.INNER:
             rows = quality.with_key_resolution(
                 written, ctx.snapshot(self.right), self.join.fk, self.right.key, quality.FK_RESOLVED
             )
             expectations += [
-                gx.expectations.ExpectColumnValuesToNotBeNull(column=self.join.fk),
+                *(gx.expectations.ExpectColumnValuesToNotBeNull(column=c) for c in self.join.fk),
                 gx.expectations.ExpectColumnValuesToBeInSet(column=quality.FK_RESOLVED, value_set=[True]),
             ]
         return [Validation("changed_rows", rows, expectations)]

@@ -22,22 +22,22 @@ first).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import replace
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta import routing
 from lakejoin.delta.change_feed import CHANGE, ChangeKind
 from lakejoin.delta.key_ranges import materialised
+from lakejoin.quality import checks as quality
 from lakejoin.quality.checks import Validation
-from lakejoin.spec.model import Duplicates, ListJoin, PipelineSpec, View
+from lakejoin.spec.model import Duplicates, Key, ListJoin, PipelineSpec, View
 from lakejoin.views.base import Rebuilt, ViewKindLogic
 from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
-from lakejoin.views.joins import previous_rows
+from lakejoin.views.joins import matching, previous_rows
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 LEFT_KEY = "left_key"
 POS = "pos"
@@ -46,8 +46,39 @@ MATCH = "_lj_match"
 SIGNATURE = "_lj_signature"
 
 
-def composite_rows(left_rows: DataFrame, join: ListJoin, left_key: str, *, outer: bool = False) -> DataFrame:
-    """(left_key, pos, right_key) for every list element kept by the duplicates policy.
+def left_names(left_key: Key) -> list[str]:
+    """The names composite rows give the left key's columns (`left_key`, or `left_key_0`...)."""
+    return routing.key_columns(LEFT_KEY, len(left_key))
+
+
+def as_left_names(left_key: Key) -> list[Column]:
+    """The left key's columns renamed as composite rows name them (`left_names`)."""
+    from pyspark.sql import functions as F
+
+    return [F.col(c).alias(n) for c, n in zip(left_key, left_names(left_key), strict=True)]
+
+
+def from_left_names(left_key: Key) -> list[Column]:
+    """The inverse of `as_left_names`: composite rows' key columns under the left key's names."""
+    from pyspark.sql import functions as F
+
+    return [F.col(n).alias(c) for c, n in zip(left_key, left_names(left_key), strict=True)]
+
+
+def element_key(right_key: Key, element: Callable[[str], Column] | None = None) -> Column:
+    """A list element's key as the left list holds it: the right key's value, or for a key of
+    several columns a struct of them, by name and in order (`element(c)` reads column `c`)."""
+    from pyspark.sql import functions as F
+
+    read = element or F.col
+    if len(right_key) == 1:
+        return read(right_key[0])
+    return F.struct(*[read(c).alias(c) for c in right_key])
+
+
+def composite_rows(left_rows: DataFrame, join: ListJoin, left_key: Key, *, outer: bool = False) -> DataFrame:
+    """(left key as `left_names`, pos, right_key) for every list element kept by the duplicates
+    policy.
 
     With `outer`, a left row with an empty or null list gives one row with a null pos, so that
     it still has a place in a later join.
@@ -56,24 +87,35 @@ def composite_rows(left_rows: DataFrame, join: ListJoin, left_key: str, *, outer
     from pyspark.sql import functions as F
 
     explode = F.posexplode_outer if outer else F.posexplode
-    rows = left_rows.select(F.col(left_key).alias(LEFT_KEY), explode(join.list).alias(POS, ELEMENT))
+    rows = left_rows.select(*as_left_names(left_key), explode(join.list).alias(POS, ELEMENT))
     if join.duplicates is Duplicates.DROP:
-        first = Window.partitionBy(LEFT_KEY, ELEMENT).orderBy(F.col(POS).asc_nulls_first())
+        first = Window.partitionBy(*left_names(left_key), ELEMENT).orderBy(F.col(POS).asc_nulls_first())
         rows = rows.withColumn("_lj_n", F.row_number().over(first)).where("_lj_n = 1").drop("_lj_n")
     return rows
 
 
 def joined_lists(
-    composite: DataFrame, right_rows: DataFrame, *, right_key: str, right_columns: list[str], into: str
+    composite: DataFrame,
+    right_rows: DataFrame,
+    *,
+    left_key: Key,
+    right_key: Key,
+    right_columns: list[str],
+    into: str,
 ) -> DataFrame:
-    """(left_key, into): each left key's elements joined to their right rows, in list order."""
+    """(left key as `left_names`, into): each left key's elements joined to their right rows, in
+    list order. An element holds the right key's columns, then the right columns."""
     from pyspark.sql import functions as F
 
-    right = right_rows.select(F.col(right_key).alias(MATCH), *right_columns)
+    right = right_rows.select(element_key(right_key).alias(MATCH), *right_columns)
     joined = composite.join(F.broadcast(right), composite[ELEMENT] == right[MATCH], how="left")
-    element = F.struct(F.col(ELEMENT).alias(right_key), *[F.col(c) for c in right_columns])
+    if len(right_key) == 1:
+        keys = [F.col(ELEMENT).alias(right_key[0])]
+    else:
+        keys = [F.col(ELEMENT)[c].alias(c) for c in right_key]
+    element = F.struct(*keys, *[F.col(c) for c in right_columns])
     item = F.when(F.col(POS).isNotNull(), F.struct(F.col(POS).alias("p"), element.alias("e")))
-    return joined.groupBy(LEFT_KEY).agg(
+    return joined.groupBy(*left_names(left_key)).agg(
         F.transform(F.array_sort(F.collect_list(item), _by_position), lambda x: x["e"]).alias(into)
     )
 
@@ -85,8 +127,9 @@ def _by_position(a, b):  # noqa: ANN001, ANN202 - Spark Column lambdas
     return F.when(a["p"] < b["p"], -1).when(a["p"] > b["p"], 1).otherwise(0)
 
 
-def signatures(composite: DataFrame) -> DataFrame:
-    """(left_key, signature): each left key's element keys in list order, as comparable text.
+def signatures(composite: DataFrame, left_key: Key) -> DataFrame:
+    """(left key as `left_names`, signature): each left key's element keys in list order, as
+    comparable text.
 
     Positions themselves are left out: under `drop`, [a, b, a, c] and [a, b, c] keep the same
     elements in the same order, so the joined list is the same.
@@ -94,7 +137,7 @@ def signatures(composite: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     ordered = F.sort_array(F.collect_list(F.struct(POS, ELEMENT)))
-    return composite.groupBy(LEFT_KEY).agg(
+    return composite.groupBy(*left_names(left_key)).agg(
         F.to_json(F.transform(ordered, lambda x: x[ELEMENT])).alias(SIGNATURE)
     )
 
@@ -109,18 +152,39 @@ class ListJoinView(ViewKindLogic):
 
     @property
     def output_key(self) -> tuple[str, ...]:
-        return (self.left.key,)
+        return self.left.key
 
     def _right_columns(self, schemas: Mapping[str, Mapping[str, str]]) -> list[str]:
-        """The right columns each joined element carries: the declared ones, or all but the key."""
+        """The right columns each joined element carries: the declared ones, or all but the key's."""
         columns = list(schemas[self.right.name])
-        return list(self.join.right_columns or [c for c in columns if c != self.right.key])
+        return list(self.join.right_columns or [c for c in columns if c not in self.right.key])
+
+    def _lists(self, composite: DataFrame, right_rows: DataFrame, right_columns: list[str]) -> DataFrame:
+        return joined_lists(
+            composite,
+            right_rows,
+            left_key=self.left.key,
+            right_key=self.right.key,
+            right_columns=right_columns,
+            into=self.join.into,
+        )
+
+    def _element_columns(self) -> tuple[list[Column], list[str]]:
+        """The element's key as columns (one per right key column) and their names: what a driver
+        lookup of the right rows takes."""
+        from pyspark.sql import functions as F
+
+        if len(self.right.key) == 1:
+            return [F.col(ELEMENT)], [ELEMENT]
+        names = [f"{ELEMENT}_{i}" for i in range(len(self.right.key))]
+        return [F.col(ELEMENT)[c].alias(n) for c, n in zip(self.right.key, names, strict=True)], names
 
     def _output_rows(self, left_rows: DataFrame, lists: DataFrame) -> DataFrame:
         """Left rows with the list column replaced by their joined list."""
         from pyspark.sql import functions as F
 
-        joined = left_rows.join(lists, left_rows[self.left.key] == lists[LEFT_KEY], how="left")
+        on = matching(left_rows, self.left.key, lists, left_names(self.left.key))
+        joined = left_rows.join(lists, on, how="left")
         columns = [F.col(self.join.into) if c == self.join.list else left_rows[c] for c in left_rows.columns]
         return joined.select(*columns)
 
@@ -148,12 +212,10 @@ class ListJoinView(ViewKindLogic):
         ctx.require_unique(left_rows, self.left)
         right_rows = ctx.whole_source(self.right)
         ctx.require_unique(right_rows, self.right)
-        lists = joined_lists(
+        lists = self._lists(
             composite_rows(left_rows, self.join, key, outer=True),
             right_rows,
-            right_key=self.right.key,
-            right_columns=self._right_columns(ctx.schemas),
-            into=self.join.into,
+            self._right_columns(ctx.schemas),
         )
         return Rebuilt(self._output_rows(left_rows, lists), None, metrics=counts)
 
@@ -170,92 +232,85 @@ class ListJoinView(ViewKindLogic):
         with the composite rows re-joined and the left rows carried."""
         from pyspark.sql import functions as F
 
-        key = self.left.key
+        key, lk = self.left.key, left_names(self.left.key)
         left_changed, right_changed = changes[self.left.name], changes[self.right.name]
         # A batch of few keys finds them and their rows on the driver (lookups.py).
         found = ctx.affected_on_driver(self.left, left_changed, routed) if isinstance(routed, list) else None
         if isinstance(routed, list):
-            routed = ctx.keys_frame(self.left, routed).withColumnRenamed(key, LEFT_KEY)
+            routed = ctx.keys_frame(self.left, routed).select(*as_left_names(key))
         if found is not None:
             (keys, count, key_bounds), left_rows = found
         else:
-            changed_keys = left_changed.select(F.col(key).alias(LEFT_KEY))
-            affected, count, bounds = materialised(changed_keys.union(routed).distinct(), LEFT_KEY)
-            keys, key_bounds = affected.withColumnRenamed(LEFT_KEY, key), replace(bounds, column=key)
+            changed_keys = left_changed.select(*as_left_names(key))
+            affected, count, bounds = materialised(changed_keys.union(routed).distinct(), lk)
+            keys, key_bounds = affected.select(*from_left_names(key)), bounds.renamed(key)
             left_rows = ctx.rows_of(self.left, keys, left_changed, key_bounds)
         new_composite = composite_rows(left_rows, self.join, key).localCheckpoint()
 
         # The old list is the output's: its elements' keys, in order, as the duplicates policy
         # left them. A left row whose list is as it was, and none of whose elements changed on
         # the right, keeps its joined list.
-        changed_elements = right_changed.select(F.col(self.right.key).alias(ELEMENT))
+        changed_elements = right_changed.select(element_key(self.right.key).alias(ELEMENT))
         holding = new_composite.join(F.broadcast(changed_elements), on=ELEMENT, how="left_semi")
         candidates = (
             left_changed.where(F.col(CHANGE) == ChangeKind.UPSERT.value)
-            .select(F.col(key).alias(LEFT_KEY))
-            .join(holding.select(LEFT_KEY), on=LEFT_KEY, how="left_anti")
+            .select(*as_left_names(key))
+            .join(holding.select(*lk), on=lk, how="left_anti")
         )
-        output = ctx.spark.read.format("delta").load(self.view.path).where(key_bounds.covers(F.col(key)))
+        output = ctx.spark.read.format("delta").load(self.view.path).where(key_bounds.covers())
         if found is not None and not ctx.repairing:  # the affected keys' output rows, on the driver
             driver_output = self._output_on_driver(ctx, output, keys)
             output = output if driver_output is None else driver_output
         into = self.join.into
-        old_lists = output.select(
-            F.col(key).alias(LEFT_KEY),
-            into,
-            F.to_json(F.transform(into, lambda e: e[self.right.key])).alias("_lj_old"),
-        ).join(F.broadcast(candidates), on=LEFT_KEY, how="left_semi")
-        same = old_lists.join(F.broadcast(signatures(new_composite)), on=LEFT_KEY, how="left").where(
+        old_key = F.transform(into, lambda e: element_key(self.right.key, lambda c: e[c]))
+        old_lists = output.select(*as_left_names(key), into, F.to_json(old_key).alias("_lj_old")).join(
+            F.broadcast(candidates), on=lk, how="left_semi"
+        )
+        same = old_lists.join(F.broadcast(signatures(new_composite, key)), on=lk, how="left").where(
             F.coalesce(F.col(SIGNATURE), F.lit("[]")) == F.col("_lj_old")
         )
         if ctx.repairing:
             same = same.limit(0)
-        kept, carried, _ = materialised(same.select(LEFT_KEY, into))
-        carried_keys = kept.select(LEFT_KEY)
-        rejoin_rows = left_rows.join(
-            F.broadcast(carried_keys.withColumnRenamed(LEFT_KEY, key)), on=key, how="left_anti"
-        )
+        kept, carried, _ = materialised(same.select(*lk, into))
+        carried_keys = kept.select(*lk)
+        carried_left = F.broadcast(kept.select(*from_left_names(key)))
+        rejoin_rows = left_rows.join(carried_left, on=list(key), how="left_anti")
         rejoin_composite, rebuilt, _ = materialised(
-            new_composite.join(F.broadcast(carried_keys), on=LEFT_KEY, how="left_anti")
+            new_composite.join(F.broadcast(carried_keys), on=lk, how="left_anti")
         )
         # With `ctx.derive_previous`, the lists the re-joined left rows held at the previous
         # pins are joined too: one read of the right rows serves both.
         left_before = previous_rows(left_rows, left_changed, key) if ctx.derive_previous else None
         elements = rejoin_composite.select(ELEMENT)
         if left_before is not None:
-            rejoin_before = left_before.join(
-                F.broadcast(carried_keys.withColumnRenamed(LEFT_KEY, key)), on=key, how="left_anti"
-            )
+            rejoin_before = left_before.join(carried_left, on=list(key), how="left_anti")
             elements = elements.unionByName(composite_rows(rejoin_before, self.join, key).select(ELEMENT))
-        referenced = None if found is None else ctx.referenced_on_driver(self.right, elements, ELEMENT)
+        referenced = None
+        if found is not None:
+            parts, names = self._element_columns()
+            referenced = ctx.referenced_on_driver(self.right, elements.select(*parts), names)
         if referenced is not None:
             right_rows = referenced
         else:
             wanted = elements.select(F.col(ELEMENT).alias(MATCH)).where(F.col(MATCH).isNotNull()).distinct()
             right_rows = ctx.unique_rows(
                 ctx.snapshot(self.right).join(
-                    F.broadcast(wanted), F.col(self.right.key) == wanted[MATCH], how="left_semi"
+                    F.broadcast(wanted), element_key(self.right.key) == wanted[MATCH], how="left_semi"
                 ),
                 self.right,
             )
         right_columns = self._right_columns(ctx.schemas)
-        lists = joined_lists(
-            composite_rows(rejoin_rows, self.join, key, outer=True),
-            right_rows,
-            right_key=self.right.key,
-            right_columns=right_columns,
-            into=into,
+        lists = self._lists(
+            composite_rows(rejoin_rows, self.join, key, outer=True), right_rows, right_columns
         ).unionByName(kept)
         previous = None
         if left_before is not None:
             # A carried list is the previous pins' too: its elements and their right rows are
             # as they were.
-            lists_before = joined_lists(
+            lists_before = self._lists(
                 composite_rows(rejoin_before, self.join, key, outer=True),
                 previous_rows(right_rows, right_changed, self.right.key),
-                right_key=self.right.key,
-                right_columns=right_columns,
-                into=into,
+                right_columns,
             ).unionByName(kept)
             previous = self._output_rows(left_before, lists_before)
         metrics = {**counts, "composite_rows_rebuilt": rebuilt, "left_rows_carried": carried}
@@ -285,23 +340,21 @@ class ListJoinView(ViewKindLogic):
                 self.join.list,
                 most=ctx.most_keys,
                 left_key=self.left.key,
+                element_fields=self.right.key if len(self.right.key) > 1 else (),
             )
             if listed is not None:
                 others = sorted(set(listed).difference(left_changed))
                 return others, len(others)
+        key, lk = self.left.key, left_names(self.left.key)
         holders = ctx.snapshot(self.left).select(
-            F.col(self.left.key).alias(LEFT_KEY), F.explode(self.join.list).alias(ELEMENT)
+            *as_left_names(key), F.explode(self.join.list).alias(ELEMENT)
         )
-        wanted = right_changes.select(F.col(self.right.key).alias(ELEMENT))
+        wanted = right_changes.select(element_key(self.right.key).alias(ELEMENT))
         done, reached, _ = materialised(
             holders.join(F.broadcast(wanted), on=ELEMENT, how="left_semi")
-            .select(LEFT_KEY)
+            .select(*lk)
             .distinct()
-            .join(
-                F.broadcast(left_changes.select(F.col(self.left.key).alias(LEFT_KEY))),
-                on=LEFT_KEY,
-                how="left_anti",
-            )
+            .join(F.broadcast(left_changes.select(*as_left_names(key))), on=lk, how="left_anti")
         )
         return done, reached
 
@@ -314,7 +367,7 @@ class ListJoinView(ViewKindLogic):
 
         path = self.view.path
         version = DeltaTable(path).version()
-        values = [row[0] for row in keys.collect()]
+        values = [tuple(row) for row in keys.select(*self.left.key).collect()]
         rows = lookups.read_keys(path, version, self.left.key, values)
         if rows is None:
             return None
@@ -328,8 +381,9 @@ class ListJoinView(ViewKindLogic):
         from pyspark.sql import functions as F
 
         key = self.left.key
+        names = [f"_lj_left_key{i}" for i in range(len(key))]
         lists = ctx.snapshot(self.left).select(
-            F.col(key).alias("_lj_left_key"),
+            *[F.col(c).alias(n) for c, n in zip(key, names, strict=True)],
             F.coalesce(
                 F.size(
                     F.array_distinct(self.join.list)
@@ -341,9 +395,12 @@ class ListJoinView(ViewKindLogic):
         )
         lengths = lists.join(
             F.broadcast(
-                written.select(F.col(key).alias("_lj_left_key"), F.size(self.join.into).alias("_lj_length"))
+                written.select(
+                    *[F.col(c).alias(n) for c, n in zip(key, names, strict=True)],
+                    F.size(self.join.into).alias("_lj_length"),
+                )
             ),
-            on="_lj_left_key",
+            on=names,
             how="inner",
         )
         return [
@@ -351,8 +408,7 @@ class ListJoinView(ViewKindLogic):
                 "changed_rows",
                 written,
                 [
-                    gx.expectations.ExpectColumnValuesToNotBeNull(column=key),
-                    gx.expectations.ExpectColumnValuesToBeUnique(column=key),
+                    *quality.key_expectations(key),
                     gx.expectations.ExpectColumnValuesToNotBeNull(column=self.join.into),
                 ],
             ),

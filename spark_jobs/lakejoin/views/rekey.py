@@ -29,15 +29,15 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from lakejoin.delta.change_feed import CHANGE, VERSION, ChangeKind, net_changes, read_change_feed
+from lakejoin.delta.change_feed import CHANGE, VERSION, ChangeKind, net_changes, null_key, read_change_feed
 from lakejoin.delta.key_ranges import materialised
 from lakejoin.errors import KeyConflictError
 from lakejoin.quality.checks import Validation
 from lakejoin.sink.choice import KEEP
 from lakejoin.sink.keyed_tables import schema_drift
-from lakejoin.spec.model import OnConflict, PipelineSpec, View
+from lakejoin.spec.model import Key, OnConflict, PipelineSpec, View, quoted, shown
 from lakejoin.views.base import Rebuilt, ViewKindLogic
-from lakejoin.views.context import STATE, BatchContext
+from lakejoin.views.context import STATE, BatchContext, shown_value
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -63,24 +63,28 @@ def resolution(unique: bool, on_conflict: OnConflict) -> Resolution:
     return Resolution.LATEST if on_conflict is OnConflict.LATEST else Resolution.FAIL
 
 
-def resolve(claims: DataFrame, derived_key: str, master_key: str, *, unique: bool) -> DataFrame:
-    """One output row per derived key (the latest claim wins), or every claim when not unique."""
+def resolve(claims: DataFrame, derived_key: Key, master_key: Key, *, unique: bool) -> DataFrame:
+    """One output row per derived key (the latest claim wins; on a tie the greatest master key,
+    its columns compared in order), or every claim when not unique."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     if not unique:
         return claims
-    latest = Window.partitionBy(derived_key).orderBy(F.col(SINCE).desc(), F.col(master_key).desc())
+    order = [F.col(SINCE).desc(), *(F.col(c).desc() for c in master_key)]
+    latest = Window.partitionBy(*derived_key).orderBy(*order)
     return claims.withColumn("_lj_rank", F.row_number().over(latest)).where("_lj_rank = 1").drop("_lj_rank")
 
 
-def conflicts(claims: DataFrame, derived_key: str, master_key: str) -> DataFrame:
-    """(derived key, master keys): the derived keys that several masters claim."""
+def conflicts(claims: DataFrame, derived_key: Key, master_key: Key) -> DataFrame:
+    """(derived key, master keys): the derived keys that several masters claim (the masters'
+    keys as values, or as structs for a key of several columns)."""
     from pyspark.sql import functions as F
 
+    master = F.col(master_key[0]) if len(master_key) == 1 else F.struct(*master_key)
     return (
-        claims.groupBy(derived_key)
-        .agg(F.count(F.lit(1)).alias("n"), F.sort_array(F.collect_list(master_key)).alias("masters"))
+        claims.groupBy(*derived_key)
+        .agg(F.count(F.lit(1)).alias("n"), F.sort_array(F.collect_list(master)).alias("masters"))
         .where("n > 1")
     )
 
@@ -108,32 +112,34 @@ class RekeyView(ViewKindLogic):
     @property
     def output_key(self) -> tuple[str, ...]:
         if self.rekey.unique:
-            return (self.rekey.key,)
-        return (self.rekey.key, self.master.key)
+            return self.rekey.key
+        return (*self.rekey.key, *self.master.key)
 
     def _columns(self, schemas: Mapping[str, Mapping[str, str]]) -> list[str]:
-        """The master's chosen columns, but for the master key and the derived key."""
+        """The master's chosen columns, but for the master key's and the derived key's."""
         chosen = list(self.rekey.columns or schemas[self.master.name])
-        return [c for c in chosen if c not in (self.rekey.key, self.master.key)]
+        return [c for c in chosen if c not in (*self.rekey.key, *self.master.key)]
 
     def _index_columns(self, schemas: Mapping[str, Mapping[str, str]]) -> list[str]:
-        return [self.master.key, self.rekey.key, SINCE, *self._columns(schemas)]
+        keys = list(dict.fromkeys((*self.master.key, *self.rekey.key)))
+        return [*keys, SINCE, *self._columns(schemas)]
 
     def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
         v, k = self.rekey.key, self.master.key
+        vk = [*v, *(c for c in k if c not in v)]  # the claim's key columns, once each
         columns, index_columns = self._columns(ctx.schemas), self._index_columns(ctx.schemas)
-        # Masters without a derived key are counted by an observation on the job that
-        # materialises the rows anyway, not by a count of their own.
+        # Masters without a derived key (a null in any of its columns) are counted by an
+        # observation on the job that materialises the rows anyway, not by a count of their own.
         dropped = Observation()
         previous = None
-        null_keys = F.count_if(F.col(v).isNull()).alias("n")
+        null_keys = F.count_if(null_key(v)).alias("n")
         if changes is None:
             rows = self._full_index(ctx)
             ctx.require_unique(rows, self.master)
-            kept = rows.observe(dropped, null_keys).where(F.col(v).isNotNull())
+            kept = rows.observe(dropped, null_keys).where(~null_key(v))
             claims = kept.select(*index_columns).localCheckpoint()
             update = IndexUpdate(claims, full=True)
             affected, affected_count, bounds = None, None, None
@@ -141,12 +147,14 @@ class RekeyView(ViewKindLogic):
             index = ctx.read_state()
             changed = changes[self.master.name]
             upserts = changed.where(F.col(CHANGE) == ChangeKind.UPSERT.value).observe(dropped, null_keys)
-            new = upserts.where(F.col(v).isNotNull()).select(k, v, F.col(VERSION).alias(SINCE), *columns)
+            new = upserts.where(~null_key(v)).select(
+                *index_columns[: len(vk)], F.col(VERSION).alias(SINCE), *columns
+            )
             # A batch of few masters reads their index rows on the driver (lookups.py).
             masters = ctx.key_values(changed, k, ctx.changed.get(self.master.name))
             listed = None if masters is None else self._index_on_driver(ctx, index, k, masters)
             old = (
-                index.join(F.broadcast(changed.select(k)), on=k, how="left_semi")
+                index.join(F.broadcast(changed.select(*k)), on=list(k), how="left_semi")
                 if listed is None
                 else listed
             )
@@ -156,14 +164,14 @@ class RekeyView(ViewKindLogic):
             affected, affected_count, bounds = materialised(
                 old.select(*key_columns).union(new.select(*key_columns)).distinct(), v
             )
-            derived = affected.select(v).distinct()
+            derived = affected.select(*v).distinct()
             unchanged = None
             if masters is not None and listed is not None and self.resolution is not Resolution.EVERY_CLAIM:
-                claimed = [row[0] for row in derived.collect()]
+                claimed = [tuple(row) for row in derived.collect()]
                 unchanged = self._index_on_driver(ctx, index, v, claimed, excluding=(k, masters))
             if unchanged is None:
-                unchanged = index.join(F.broadcast(changed.select(k)), on=k, how="left_anti").join(
-                    F.broadcast(derived), on=v, how="left_semi"
+                unchanged = index.join(F.broadcast(changed.select(*k)), on=list(k), how="left_anti").join(
+                    F.broadcast(derived), on=list(v), how="left_semi"
                 )
             # Without `unique`, a derived row depends on its own master alone.
             claims = (
@@ -173,7 +181,8 @@ class RekeyView(ViewKindLogic):
             )
             claims = claims.localCheckpoint()
             update = IndexUpdate(
-                changed.select(k, v, F.col(VERSION).alias(SINCE), *columns, CHANGE), full=False
+                changed.select(*index_columns[: len(vk)], F.col(VERSION).alias(SINCE), *columns, CHANGE),
+                full=False,
             )
             if ctx.derive_previous:
                 # The affected derived keys' claims at the previous pins: the unchanged
@@ -181,14 +190,14 @@ class RekeyView(ViewKindLogic):
                 before = old.select(*index_columns)
                 if self.resolution is not Resolution.EVERY_CLAIM:
                     before = (
-                        claims.join(F.broadcast(changed.select(k)), on=k, how="left_anti")
+                        claims.join(F.broadcast(changed.select(*k)), on=list(k), how="left_anti")
                         .select(*index_columns)
                         .unionByName(before)
                     )
-                previous = resolve(before, v, k, unique=self.rekey.unique).select(v, k, *columns)
+                previous = resolve(before, v, k, unique=self.rekey.unique).select(*vk, *columns)
         counts = {"null_keys_dropped": int(dropped.get["n"] or 0), "conflicts": 0}
         if self.resolution is not Resolution.EVERY_CLAIM:
-            clashes = conflicts(claims, v, k).orderBy(v).limit(20).collect()
+            clashes = conflicts(claims, v, k).orderBy(*v).limit(20).collect()
             total = conflicts(claims, v, k).count() if clashes else 0
             counts["conflicts"] = total
             if clashes and self.resolution is Resolution.FAIL:
@@ -197,7 +206,7 @@ class RekeyView(ViewKindLogic):
                     + shown_conflicts(clashes, v, k, limit=20),
                     where=f"view '{self.view.name}', source '{self.master.name}' at version "
                     f"{ctx.version(self.master)}",
-                    fix=f"make '{v}' unique among the master rows and run again (nothing was written), "
+                    fix=f"make {quoted(v)} unique among the master rows and run again (nothing was written), "
                     "or declare 'on_conflict: latest' (the master changed last wins) or "
                     "'unique: false' (one row per master)",
                 )
@@ -206,7 +215,7 @@ class RekeyView(ViewKindLogic):
                     f"{total} derived key(s) claimed by several masters, the latest kept: "
                     + shown_conflicts(clashes, v, k, limit=5)
                 )
-        output = resolve(claims, v, k, unique=self.rekey.unique).select(v, k, *columns)
+        output = resolve(claims, v, k, unique=self.rekey.unique).select(*vk, *columns)
         return Rebuilt(
             output, affected, affected_count, bounds, metrics=counts, state=update, previous=previous
         )
@@ -215,19 +224,19 @@ class RekeyView(ViewKindLogic):
     def _index_on_driver(
         ctx: BatchContext,
         index: DataFrame,
-        column: str,
-        values: list[Any],
+        key: Key,
+        values: list[tuple[Any, ...]],
         *,
-        excluding: tuple[str, list[Any]] | None = None,
+        excluding: tuple[Key, list[tuple[Any, ...]]] | None = None,
     ) -> DataFrame | None:
-        """The index rows, at its pinned version, whose `column` is one of `values` (less those
-        whose `excluding` column holds one of its values), read on the driver; None when they
-        are too many or delta-rs does not read the index."""
+        """The index rows, at its pinned version, whose `key` is one of `values` (less those
+        whose `excluding` key is one of its values), read on the driver; None when they are too
+        many or delta-rs does not read the index."""
         from lakejoin.delta import lookups
 
         path, version = ctx.state_path, ctx.plan.pinned_versions[STATE]
         few = lookups.takes(len(values), lookups.max_keys(ctx.spark)) and lookups.literal_keys(values)
-        rows = lookups.read_keys(path, version, column, values) if few else None
+        rows = lookups.read_keys(path, version, key, values) if few else None
         if rows is None:
             return None
         if excluding is not None:
@@ -252,14 +261,14 @@ class RekeyView(ViewKindLogic):
         try:
             feed = read_change_feed(ctx.spark, self.master.path, 0, pinned)
             last = net_changes(feed, self.master.key).where(F.col(CHANGE) == ChangeKind.UPSERT.value)
-            versions = last.select(self.master.key, F.col(VERSION).alias(SINCE)).localCheckpoint()
+            versions = last.select(*self.master.key, F.col(VERSION).alias(SINCE)).localCheckpoint()
         except Exception as exc:  # noqa: BLE001 - any unreadable history falls back, with a note
             ctx.notes["versions"] = (
                 "the master's change feed from version 0 could not be read "
                 f"({type(exc).__name__}); conflicts in this full refresh were resolved by master key"
             )
             return snapshot.withColumn(SINCE, F.lit(pinned).cast("bigint"))
-        return snapshot.join(versions, on=self.master.key, how="left").withColumn(
+        return snapshot.join(versions, on=list(self.master.key), how="left").withColumn(
             SINCE, F.coalesce(F.col(SINCE), F.lit(pinned).cast("bigint"))
         )
 
@@ -283,7 +292,7 @@ class RekeyView(ViewKindLogic):
             source = update.rows.withColumn(KEEP, F.lit(True))
         else:
             ensure_index(ctx.spark, ctx.state_path, update.rows.drop(CHANGE))
-            keep = (F.col(CHANGE) == ChangeKind.UPSERT.value) & F.col(v).isNotNull()
+            keep = (F.col(CHANGE) == ChangeKind.UPSERT.value) & ~null_key(v)
             source = update.rows.withColumn(KEEP, keep).drop(CHANGE)
         merge_index(ctx.spark, ctx.state_path, source, k, self._index_columns(ctx.schemas), full=update.full)
 
@@ -295,26 +304,37 @@ class RekeyView(ViewKindLogic):
         v, k = self.rekey.key, self.master.key
         master = ctx.snapshot(self.master)
         rows = quality.with_key_resolution(written, master, k, k, MASTER_RESOLVED)
-        unique = (
-            gx.expectations.ExpectColumnValuesToBeUnique(column=v)
+        keys = (
+            quality.key_expectations(v)
             if self.rekey.unique
-            else gx.expectations.ExpectCompoundColumnsToBeUnique(column_list=[v, k])
+            else [
+                *(gx.expectations.ExpectColumnValuesToNotBeNull(column=c) for c in v),
+                gx.expectations.ExpectCompoundColumnsToBeUnique(column_list=[*v, *k]),
+            ]
         )
         return [
             Validation(
                 "changed_rows",
                 rows,
                 [
-                    gx.expectations.ExpectColumnValuesToNotBeNull(column=v),
-                    unique,
+                    *keys,
                     gx.expectations.ExpectColumnValuesToBeInSet(column=MASTER_RESOLVED, value_set=[True]),
                 ],
             ),
         ]
 
 
-def shown_conflicts(clashes: list, v: str, k: str, *, limit: int) -> str:  # noqa: ANN001 - Rows
-    return "; ".join(f"{v}={c[v]!r} <- {k} {list(c['masters'])}" for c in clashes[:limit])
+def shown_conflicts(clashes: list, v: Key, k: Key, *, limit: int) -> str:  # noqa: ANN001 - Rows
+    """`v=... <- k [...]` for each conflict: its derived key and the masters claiming it."""
+
+    def master(m: Any) -> str:
+        return repr(m) if len(k) == 1 else "(" + ", ".join(repr(x) for x in m) + ")"
+
+    return "; ".join(
+        f"{shown(v)}={shown_value(v, tuple(c[x] for x in v))} <- {shown(k)} "
+        f"[{', '.join(master(m) for m in c['masters'])}]"
+        for c in clashes[:limit]
+    )
 
 
 def ensure_index(spark: SparkSession, path: str, rows: DataFrame) -> None:
@@ -325,10 +345,10 @@ def ensure_index(spark: SparkSession, path: str, rows: DataFrame) -> None:
 
 
 def merge_index(
-    spark: SparkSession, path: str, source: DataFrame, key: str, columns: list[str], *, full: bool
+    spark: SparkSession, path: str, source: DataFrame, key: Key, columns: list[str], *, full: bool
 ) -> None:
     """Upsert the rows whose `_lj_keep` is true, delete the others (and, with `full`, every
     master key not in `source`)."""
     from lakejoin.sink.choice import merge_by_key
 
-    merge_by_key(spark, path, source, [key], columns, full=full)
+    merge_by_key(spark, path, source, list(key), columns, full=full)
