@@ -131,7 +131,10 @@ class BatchSummary(Protocol):
 
 def lineage_client() -> OpenLineageClient | None:
     """The client OpenLineage's configuration asks for, or None when it asks for none (the
-    client itself would print every event to the console then)."""
+    client itself would print every event to the console then). Without a file or a variable
+    of OpenLineage's, the client is not even imported (1-2 s on this machine)."""
+    if not _configured_somewhere():
+        return None
     try:
         from openlineage.client import OpenLineageClient
         from openlineage.client.transport.noop import NoopConfig, NoopTransport
@@ -144,6 +147,18 @@ def lineage_client() -> OpenLineageClient | None:
         if not configured.get("type"):
             return None
     return OpenLineageClient()
+
+
+def _configured_somewhere() -> bool:
+    """Whether any place openlineage-python reads its configuration from has something: its
+    variables, or one of its files (`$OPENLINEAGE_CONFIG`, ./openlineage.yml,
+    ~/.openlineage/openlineage.yml)."""
+    from pathlib import Path
+
+    if any(name.startswith(("OPENLINEAGE_URL", "OPENLINEAGE__")) and os.environ[name] for name in os.environ):
+        return True
+    files = [os.environ.get("OPENLINEAGE_CONFIG"), "openlineage.yml", "~/.openlineage/openlineage.yml"]
+    return any(f and Path(f).expanduser().is_file() for f in files)
 
 
 def run_id(pipeline: str, view: str, batch_id: int) -> str:
