@@ -35,16 +35,16 @@ ENRICHED = {
 def dimensions(spark, customers: JoinHow, products: JoinHow, *, broadcast: bool) -> list[DimensionRows]:
     return [
         DimensionRows(
-            Dimension("customers", "customer_id", customers, "customer_", ("name",)),
+            Dimension("customers", ("customer_id",), customers, "customer_", ("name",)),
             spark.createDataFrame(CUSTOMERS, "customer_id string, name string, country string"),
-            "customer_id",
+            ("customer_id",),
             ["name"],
             broadcast,
         ),
         DimensionRows(
-            Dimension("products", "product_id", products, "product_", ("title",)),
+            Dimension("products", ("product_id",), products, "product_", ("title",)),
             spark.createDataFrame(PRODUCTS, "product_id string, title string, price double"),
-            "product_id",
+            ("product_id",),
             ["title"],
             broadcast,
         ),

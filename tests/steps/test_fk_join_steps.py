@@ -24,7 +24,7 @@ RIGHT = [("m", "Acme", "a.png"), ("mm", "Bolt", "b.png"), ("m0", "Unread", "c.pn
 
 
 def join(how: JoinHow, right_columns: tuple[str, ...] | None = None) -> FkJoin:
-    return FkJoin("products", "merchants", "merchant_id", how, right_columns, "merchant_")
+    return FkJoin("products", "merchants", ("merchant_id",), how, right_columns, "merchant_")
 
 
 @pytest.mark.parametrize(
