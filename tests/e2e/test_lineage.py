@@ -67,8 +67,8 @@ def test_every_batch_tells_what_it_read_and_wrote(lake, lineage_events, monkeypa
         summary = lake.run(spec, view)
         start, complete = lineage_events()
         assert [start["eventType"], complete["eventType"]] == ["START", "COMPLETE"]
-        assert start["run"]["runId"] == complete["run"]["runId"] == run_id("shop", view, 1)
-        assert complete["job"] == {**complete["job"], "namespace": "shop", "name": f"shop.{view}"}
+        assert start["run"]["runId"] == complete["run"]["runId"] == run_id(spec.name, view, 1)
+        assert complete["job"] == {**complete["job"], "namespace": spec.name, "name": f"{spec.name}.{view}"}
         inputs = by_name(complete["inputs"])
         assert set(inputs) == {paths[name] for name in spec.views[view].inputs}
         for name in spec.views[view].inputs:
@@ -86,6 +86,7 @@ def test_every_batch_tells_what_it_read_and_wrote(lake, lineage_events, monkeypa
         ]
 
     # 2. Changes on both sides: the counts, the change ranges and column lineage.
+    merchants_before = version(paths["merchants"])
     lake.upsert("merchants", "merchant_id", [("m1", "Acme Ltd", "a.png")])
     lake.upsert("products", "product_id", [("p3", "mug", 3.0, "m2")])
     lake.upsert("masters", "merchant_id", [("m2", "Bolt", "NO", "b.png")])
@@ -98,7 +99,7 @@ def test_every_batch_tells_what_it_read_and_wrote(lake, lineage_events, monkeypa
     display = events["display_products"]
     changes = by_name(display["inputs"])[paths["merchants"]]["inputFacets"]["lakejoin_changes"]
     assert (changes["startVersion"], changes["pinnedVersion"], changes["changedKeys"]) == (
-        0,
+        merchants_before,
         version(paths["merchants"]),
         1,
     )
@@ -143,8 +144,8 @@ def test_every_batch_tells_what_it_read_and_wrote(lake, lineage_events, monkeypa
 
     # 5. A failing blocking check: FAIL with the error; the retry is another batch (a new run).
     expectations = lake.root / "expectations"
-    (expectations / "shop").mkdir(parents=True)
-    (expectations / "shop" / "display_products.json").write_text(
+    (expectations / spec.name).mkdir(parents=True)
+    (expectations / spec.name / "display_products.json").write_text(
         json.dumps(
             {
                 "name": "display_products",
