@@ -51,7 +51,7 @@ def _converted(view: str, column: str, kind: str, text: str, usage: str) -> Any:
     except ValueError:
         wanted = "a whole number" if kind in INTEGERS else "a date as YYYY-MM-DD"
         raise CommandError(
-            f"{text!r} is not a {kind}", where=where, fix=f"give {wanted} for {column}: {usage}"
+            f"{text!r} is not of type {kind}", where=where, fix=f"give {wanted} for {column}: {usage}"
         ) from None
     if kind == "string":
         return text
