@@ -220,8 +220,8 @@ def master(key: str, row: dict | None, deleted: int | None = None) -> InputRow:
             [master("m1", {"merchant_id": "m1", "display_name": "Bolt"}), master("m2", None, deleted=5)],
             False,
             Absence.NO_MASTER_ROW,
-            "merchant_id='m1' now holds display_name='Bolt'; merchant_id='m2' no row with merchant_id='m2' "
-            "at version 7, deleted at version 5",
+            "merchant_id='m1' now holds display_name='Bolt'; merchant_id='m2' has no row at version 7 "
+            "(deleted at version 5)",
         ),
         (
             [master("m1", {"merchant_id": "m1", "display_name": "Acme"})],

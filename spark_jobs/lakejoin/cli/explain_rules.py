@@ -137,12 +137,16 @@ def why_not_derived(derived: Key, claimants: Sequence[InputRow], *, claimed: boo
             f"master {masters} held it; at version {nulls[0].version} its {shown(derived)} is null, and "
             "a master row with a null derived key is dropped",
         )
-    held = "; ".join(
-        f"{shown_key(m.key or {})} "
-        + (m.missing() if m.row is None else f"now holds {shown_key({c: m.row[c] for c in derived})}")
-        for m in claimants
-    )
+    held = "; ".join(f"{shown_key(m.key or {})} {_now(m, derived)}" for m in claimants)
     return Reason(Absence.NO_MASTER_ROW, "no master row holds it" + (f" ({held})" if held else ""))
+
+
+def _now(master: InputRow, derived: Key) -> str:
+    """What became of a master that held a derived key."""
+    if master.row is not None:
+        return f"now holds {shown_key({c: master.row[c] for c in derived})}"
+    gone = f" (deleted at version {master.deleted_at})" if master.deleted_at is not None else ""
+    return f"has no row at version {master.version}{gone}"
 
 
 def _drift() -> Reason:

@@ -27,7 +27,7 @@ def render(console: Console, found: Explanation, spec_file: str) -> None:
         done = {"insert": "inserted", "update": "updated", "delete": "deleted"}[
             found.last_change.change or ""
         ]
-        console.print(f"last change: {done} by {_batch(found.last_change)}", highlight=False)
+        console.print(f"last change: {done} by {_batch(found.last_change)}", highlight=False, soft_wrap=True)
     elif found.history_read:
         console.print("never in the view: its change feed holds no row of this key", highlight=False)
     pins = ", ".join(f"{s}@{v}" for s, v in sorted(found.read_at.pinned_versions.items()) if s[:1] != "_")
