@@ -162,8 +162,8 @@ def _changes(feeds: list[Feed], batch: BatchInfo, notes: list[str]) -> list[Chan
     the row, one entry per input."""
     grouped: dict[str, Feed] = {}
     for source, role, key, values in feeds:
-        held = grouped.setdefault(source.name, (source, role, key, []))
-        held[3].extend(v for v in values if None not in v and v not in held[3])
+        wanted = grouped.setdefault(source.name, (source, role, key, []))[3]
+        wanted += [v for v in dict.fromkeys(values) if None not in v and v not in wanted]
     out = []
     for source, role, key, values in grouped.values():
         first, last = batch.start_versions.get(source.name, -1) + 1, pin(batch, source)

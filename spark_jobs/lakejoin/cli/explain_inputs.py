@@ -78,14 +78,19 @@ def _looked_up(
     if None in value:
         return InputRow(role, source.name, version, None, None, how=how)
     rows = read_rows(source.path, version, source.key, [value], f"source '{source.name}'")
-    gone = None
-    if history and not rows:
-        try:
-            gone = deleted_at(lookups.read_key_changes(source.path, 0, version, source.key, [value]))
-        except Exception:  # noqa: BLE001, S110 - delta-rs: not knowing since when is no error
-            pass
+    gone = _deleted_at(source, value, version) if history and not rows else None
     key = dict(zip(source.key, value, strict=True))
     return InputRow(role, source.name, version, key, rows[0] if rows else None, how=how, deleted_at=gone)
+
+
+def _deleted_at(source: Source, value: tuple[Any, ...], version: int) -> int | None:
+    """The version of `source` up to `version` that deleted the row of `value`, from its change
+    feed (None: it was never deleted, or the feed cannot be read: not knowing since when is no
+    error)."""
+    try:
+        return deleted_at(lookups.read_key_changes(source.path, 0, version, source.key, [value]))
+    except Exception:  # noqa: BLE001 - delta-rs: change files vacuumed, a log cleaned up
+        return None
 
 
 def _fk_join(
@@ -189,10 +194,10 @@ def _last_changes(
 ) -> dict[tuple[Any, ...], int]:
     """Each master's commit version of its last change of content, from the rekey's index at
     the batch's pin (empty when it has none, or delta-rs cannot read it)."""
-    pin = batch.pinned_versions.get(STATE, -1)
-    if pin < 0 or len(masters) < 2:
+    version = batch.pinned_versions.get(STATE, -1)
+    if version < 0 or len(masters) < 2:
         return {}
-    rows = lookups.read_keys(state_path(spec, view), pin, key, masters, [*key, SINCE])
+    rows = lookups.read_keys(state_path(spec, view), version, key, masters, [*key, SINCE])
     return {} if rows is None else {tuple(r[c] for c in key): int(r[SINCE]) for r in rows.to_pylist()}
 
 
