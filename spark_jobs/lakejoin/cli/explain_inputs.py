@@ -93,13 +93,19 @@ def _deleted_at(source: Source, value: tuple[Any, ...], version: int) -> int | N
         return None
 
 
+def _driving(
+    source: Source, role: Role, batch: BatchInfo, values: tuple[Any, ...], absent: bool
+) -> tuple[list[InputRow], list[Feed]]:
+    """The row a joining kind starts from (the left row, the fact) and the feed of its key."""
+    return [_looked_up(source, role, batch, values, history=absent)], [(source, role, source.key, [values])]
+
+
 def _fk_join(
     spec: PipelineSpec, view: View, values: tuple[Any, ...], batch: BatchInfo, absent: bool, notes: list[str]
 ) -> Reading:
     join = view.fk_join
     left, right = spec.sources[join.left], spec.sources[join.right]
-    inputs = [_looked_up(left, Role.LEFT, batch, values, history=absent)]
-    feeds: list[Feed] = [(left, Role.LEFT, left.key, [values])]
+    inputs, feeds = _driving(left, Role.LEFT, batch, values, absent)
     if inputs[0].row is not None:
         fk = tuple(inputs[0].row[c] for c in join.fk)
         inputs.append(_looked_up(right, Role.RIGHT, batch, fk, how=join.how, history=absent))
@@ -112,8 +118,7 @@ def _list_join(
 ) -> Reading:
     join = view.list_join
     left, right = spec.sources[join.left], spec.sources[join.right]
-    inputs = [_looked_up(left, Role.LEFT, batch, values, history=absent)]
-    feeds: list[Feed] = [(left, Role.LEFT, left.key, [values])]
+    inputs, feeds = _driving(left, Role.LEFT, batch, values, absent)
     if inputs[0].row is not None:
         elements = list_elements(inputs[0].row[join.list], right.key, drop=join.duplicates is Duplicates.DROP)
         wanted = list(dict.fromkeys(e for e in elements if e is not None and None not in e))
@@ -141,8 +146,7 @@ def _enrich(
 ) -> Reading:
     enrich = view.enrich
     fact = spec.sources[enrich.fact]
-    inputs = [_looked_up(fact, Role.FACT, batch, values, history=absent)]
-    feeds: list[Feed] = [(fact, Role.FACT, fact.key, [values])]
+    inputs, feeds = _driving(fact, Role.FACT, batch, values, absent)
     if inputs[0].row is not None:
         for d in enrich.dimensions:
             table, fk = spec.sources[d.table], tuple(inputs[0].row[c] for c in d.fk)
