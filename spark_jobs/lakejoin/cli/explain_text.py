@@ -40,7 +40,7 @@ def render(console: Console, found: Explanation, spec_file: str) -> None:
         changes.add_column(column)
     for feed in found.changes:
         for r in feed.rows:
-            data = {c: v for c, v in r.items() if not c.startswith("_")}
+            data = {c: v for c, v in r.items() if c not in ("_change_type", "_commit_version")}
             changes.add_row(feed.source, str(r["_commit_version"]), r["_change_type"], escape(_row(data)))
         if not feed.rows:
             changes.add_row(feed.source, f"{feed.first}..{feed.last}", "-", feed.note or "no change")
