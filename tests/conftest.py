@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 
@@ -70,3 +71,25 @@ def lake(spark, tmp_path):
     from tests.lakehouse import Lakehouse
 
     return Lakehouse(spark, tmp_path)
+
+
+@pytest.fixture
+def lineage_events(httpserver, monkeypatch):
+    """OpenLineage pointed at a real HTTP server through its standard variables; returns a
+    function that takes the events received so far."""
+    for name in list(os.environ):
+        if name.startswith("OPENLINEAGE"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("OPENLINEAGE__TRANSPORT__TYPE", "http")
+    monkeypatch.setenv("OPENLINEAGE__TRANSPORT__URL", httpserver.url_for("/").rstrip("/"))
+    monkeypatch.setenv("OPENLINEAGE__TRANSPORT__RETRY__TOTAL", "0")
+    httpserver.expect_request("/api/v1/lineage", method="POST").respond_with_data("", status=201)
+    seen = 0
+
+    def taken() -> list[dict]:
+        nonlocal seen
+        events = [json.loads(request.get_data()) for request, _ in httpserver.log[seen:]]
+        seen = len(httpserver.log)
+        return events
+
+    return taken

@@ -204,9 +204,12 @@ def _output(spark, spec, view):
     return sorted(_rows(spark, spec.views[view].path), key=lambda r: r["product_id"])
 
 
-def test_dag_runs_maintain_the_views(airflow_home, spark):
+def test_dag_runs_maintain_the_views(airflow_home, spark, lineage_events, monkeypatch):
     """A real DAG run loads every key, its views' batches in one task; after a change batch a run
-    with params updates one view; a view's task run without `batches` runs a batch of its own."""
+    with params updates one view; a view's task run without `batches` runs a batch of its own.
+    Each batch's OpenLineage events have the task that ran it as their parent run (issue 39)."""
+    from airflow.providers.openlineage.plugins.adapter import OpenLineageAdapter
+    from airflow.providers.openlineage.plugins.macros import lineage_job_namespace
     from airflow.utils.state import DagRunState, TaskInstanceState
 
     from lakejoin.demo.marketplace import CHANGE_BATCHES, create_marketplace
@@ -217,8 +220,29 @@ def test_dag_runs_maintain_the_views(airflow_home, spark):
     create_marketplace(spark, str(airflow_home / "lake"))
     dag = dag_bag().dags["lakejoin_market"]
 
+    monkeypatch.setenv("AIRFLOW__OPENLINEAGE__EXECUTE_IN_THREAD", "True")  # the provider's own events
     first = dag.test()
     assert first.state == DagRunState.SUCCESS
+    # lakejoin's events (namespace: the pipeline), each batch's parent the `batches` task's run.
+    batches = first.get_task_instance("batches")
+    task_run = OpenLineageAdapter.build_task_instance_run_id(
+        dag_id=batches.dag_id,
+        task_id=batches.task_id,
+        try_number=batches.try_number,
+        logical_date=first.logical_date or first.run_after,
+        map_index=batches.map_index,
+    )
+    events = [e for e in lineage_events() if e["job"]["namespace"] == "market"]
+    assert sorted((e["job"]["name"], e["eventType"]) for e in events) == sorted(
+        (f"market.{view}", state) for view in spec.views for state in ("START", "COMPLETE")
+    )
+    for event in events:
+        parent = event["run"]["facets"]["parent"]
+        assert parent["run"]["runId"] == task_run
+        assert (parent["job"]["namespace"], parent["job"]["name"]) == (
+            lineage_job_namespace(),
+            "lakejoin_market.batches",
+        )
     assert {ti.task_id: ti.state for ti in first.get_task_instances()} == {
         "batches": TaskInstanceState.SUCCESS,
         "display_products": TaskInstanceState.SUCCESS,

@@ -208,15 +208,18 @@ def test_only_maintenance_commits_are_nothing_new_and_history_is_read_newest_fir
 # and rekey's (fk_join keeps none); the log rebuilt from a driver MERGE's commit is
 # test_a_deleted_batch_log_is_rebuilt_from_the_output_and_the_view_goes_on.
 @pytest.mark.parametrize("point", ["before_upsert_commit", "after_output_commit"])
-def test_a_batch_killed_at_a_commit_point_ends_exact_on_the_next_run(lake, point):
+def test_a_batch_killed_at_a_commit_point_ends_exact_on_the_next_run(lake, point, lineage_events):
     """Batch 2 updates keys the output holds and inserts a new one, in one commit, the batch
     commit: with a write of many keys forced, the one-commit upsert's.
     - killed after its batch commit, before its log row: batch 2 happened; the next plan
       rebuilds its log row from the output's log and runs batch 3;
     - killed in the upsert after it wrote its files, before it committed them: nothing of the
-      batch is visible (its files are in no commit); the next run plans afresh."""
+      batch is visible (its files are in no commit); the next run plans afresh.
+    OpenLineage: the killed `lakejoin run` sent its batch's START and nothing after it; the next
+    run's events carry the same run id when it runs that batch again (issue 39)."""
     spec = seeded(lake)
     assert lake.run(spec, checks=False).batch_id == 1
+    lineage_events()
     change_everything_once(lake)
     before = versions(spec)
 
@@ -236,7 +239,15 @@ def test_a_batch_killed_at_a_commit_point_ends_exact_on_the_next_run(lake, point
 
     change_after_the_crash(lake)  # they belong to a later batch than the one the crash cut
 
+    (started,) = lineage_events()  # the killed run's: START, then nothing
+    assert started["eventType"] == "START"
+    assert started["run"]["facets"]["lakejoin_batch"]["batchId"] == 2
+
     retry = lake.run(spec)
+    again = lineage_events()
+    assert [e["eventType"] for e in again] == ["START", "COMPLETE"]
+    same_batch = retry.batch_id == 2
+    assert (again[0]["run"]["runId"] == started["run"]["runId"]) is same_batch
 
     out = lake.output(spec)
     assert len(set(keys_of(out))) == len(out)

@@ -71,6 +71,9 @@ def submit_batch(
         conf={**DELTA_CONFIG, "spark.pyspark.python": sys.executable, **quiet},
         name=f"lakejoin_{spec.name}.{view}",
         pre_execute=prepare,
+        # The task's OpenLineage run as the parent of the batch's (engine/lineage.PARENT_KEYS):
+        # the provider puts it in the application's Spark conf; without the provider, nothing.
+        openlineage_inject_parent_job_info=True,
         **task_args,
     )
 

@@ -110,7 +110,7 @@ def run_batches(spec_file: str) -> dict[str, dict]:
         print(f"{result.view}: {result.state.value}" + (f": {detail}" if detail else ""), flush=True)
 
     run_pipeline(
-        spark_session(spec.spark),
+        lineage_parent(spark_session(spec.spark), context),
         spec,
         selected,
         full_refresh=full_refresh,
@@ -174,9 +174,10 @@ def run_batch(spec_file: str, view: str) -> dict:
     repair = None
     if request["repair_from"]:
         repair = RepairRange.parse(request["repair_from"], request["repair_to"])
-    summary = run_view(
-        spark_session(spec.spark), spec, view, full_refresh=request["full_refresh"], repair=repair
-    )
+    from airflow.sdk import get_current_context
+
+    spark = lineage_parent(spark_session(spec.spark), get_current_context())
+    summary = run_view(spark, spec, view, full_refresh=request["full_refresh"], repair=repair)
     if summary.outcome is BatchOutcome.SKIPPED:
         reason = summary.reason or f"no new source versions ({summary.pinned_versions})"
         raise AirflowSkipException(f"{view}: {reason}")
@@ -186,3 +187,23 @@ def run_batch(spec_file: str, view: str) -> dict:
     if summary.report:
         print(f"{view}: data-quality report {summary.report}")
     return summary.figures()
+
+
+def lineage_parent(spark: Any, context: Any) -> Any:
+    """`spark`, told this task's OpenLineage run, the parent of the batches it runs
+    (engine/lineage.py reads it): the Spark conf keys OpenLineage's Airflow provider injects
+    into a spark-submit, from the provider's own function, set on this task's session. Nothing
+    when no OpenLineage transport is configured, or the provider is not installed."""
+    from lakejoin.engine.lineage import lineage_client
+
+    if lineage_client() is None:
+        return spark
+    try:
+        from airflow.providers.openlineage.utils.spark import (
+            inject_parent_job_information_into_spark_properties,
+        )
+    except ImportError:
+        return spark
+    for key, value in inject_parent_job_information_into_spark_properties({}, context).items():
+        spark.conf.set(key, value)
+    return spark

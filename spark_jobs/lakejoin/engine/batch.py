@@ -22,6 +22,7 @@ from lakejoin.delta.markers import failpoint
 from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus
 from lakejoin.engine.changes import source_changes
 from lakejoin.engine.kinds import view_logic
+from lakejoin.engine.lineage import BatchLineage
 from lakejoin.engine.plan import BatchPlan, Skip, input_columns, latest_pin, plan_batch, plan_repair
 from lakejoin.engine.write import state_path, write_output, write_state
 from lakejoin.errors import KeyConflictError, QualityCheckError, RepairError
@@ -167,6 +168,34 @@ def run_view(
     summary.batch_id, summary.mode, summary.retried = plan.batch_id, plan.mode, plan.finishing
     summary.start_versions, summary.pinned_versions = dict(plan.start_versions), dict(plan.pinned_versions)
     summary.notes.update(plan.notes)
+    lineage = BatchLineage.of(spark, spec, view, plan)
+    lineage.start()
+    try:
+        _run_planned(spark, spec, view, kind, log, plan, summary, clock, lineage, checks=checks)
+    except BaseException as exc:
+        lineage.fail(exc)
+        raise
+    lineage.complete(summary)
+    if summary.report is not None and summary.outcome is BatchOutcome.COMMITTED:
+        quality.finish_report(spec, view, summary.report, summary.metrics())
+    return summary
+
+
+def _run_planned(
+    spark: SparkSession,
+    spec: PipelineSpec,
+    view: View,
+    kind: ViewKindLogic,
+    log: BatchLog,
+    plan: BatchPlan,
+    summary: BatchSummary,
+    clock: _Clock,
+    lineage: BatchLineage,
+    *,
+    checks: bool,
+) -> None:
+    """Steps 2-7 of a planned batch; they fill `summary` (and tell `lineage` the rows' columns
+    and the checks)."""
     ctx = BatchContext(spark, spec, view, plan, state_path(spec, view), plan.schemas)
     # The affected keys' rows at the previous pins are, by the contract, the output's: derived
     # from what the batch reads, the write need not read them (sink/key_upsert.py). Not in a
@@ -191,7 +220,7 @@ def run_view(
             summary.reason = unchanged
             clock.enter(None)
             _log_unchanged(log, plan, summary)
-            return summary
+            return
 
     # 3-4. affected keys and recompute (the view kind's own rule)
     clock.enter(Phase.AFFECTED)
@@ -199,6 +228,7 @@ def run_view(
         rebuilt = kind.rebuild(ctx, changes)
         clock.enter(Phase.RECOMPUTE)
         recomputed, summary.recomputed_rows, _ = materialised(rebuilt.rows)
+        lineage.output_columns = list(recomputed.dtypes)  # the frame's schema: no job
     except KeyConflictError as exc:
         _abandon(log, plan, summary, f"key conflict: {exc.what}")
         raise
@@ -209,7 +239,7 @@ def run_view(
     clock.enter(Phase.CHECK)
     if checks:
         try:
-            summary.report = quality.check_batch(
+            report = quality.check_batch(
                 spec,
                 view,
                 plan,
@@ -217,7 +247,8 @@ def run_view(
                 rows=recomputed,
                 size=summary.recomputed_rows,
                 metrics=summary.metrics(),
-            ).report_path
+            )
+            summary.report, lineage.checks = report.report_path, report.checks
         except QualityCheckError as exc:
             _abandon(log, plan, summary, f"checks failed: {exc.what}")
             raise
@@ -255,9 +286,6 @@ def run_view(
             view.name,
             exc_info=True,
         )
-    if summary.report is not None:
-        quality.finish_report(spec, view, summary.report, summary.metrics())
-    return summary
 
 
 def nothing_changed(plan: BatchPlan, changed_keys: dict[str, int]) -> str | None:

@@ -1,0 +1,131 @@
+"""`python -m bench.lineage_cost`: what OpenLineage events add to a batch (issue 39).
+
+The benchmark's five views on its tables (100 k orders by default), a first batch, then tiny
+batches of the same shape (`fixed_cost.tiny_change`), each run twice per view pair: one batch
+with no OpenLineage transport configured, the next with events sent to an HTTP receiver on
+127.0.0.1 (a thread of this process). Spark's status tracker counts every job a batch starts
+(one job group per view); the events are meant to add none and a few milliseconds.
+
+Figures go to `<out>/bench/lineage_cost.json` and an entry of `<out>/bench/targets.json`
+("OpenLineage events per batch: added Spark jobs", limit 0).
+
+    python -m bench.lineage_cost --orders 100000 --out docs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+ROUNDS = 3  # pairs of tiny batches: without events, then with them
+
+
+class _Receiver(BaseHTTPRequestHandler):
+    received: list[dict] = []
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        _Receiver.received.append(json.loads(body))
+        self.send_response(201)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:  # quiet
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bench.changes import ChangeMaker
+    from bench.fixed_cost import gate, run_views, tiny_change
+    from bench.measure import lakejoin_commit
+    from bench.tables import Sizes, write_sources
+    from bench.variants import spec_for
+    from lakejoin.delta.session import spark_session
+
+    parser = argparse.ArgumentParser(prog="python -m bench.lineage_cost", description=__doc__.split("\n")[0])
+    parser.add_argument("--orders", type=int, default=100_000)
+    parser.add_argument("--out", default="docs")
+    parser.add_argument("--work", default="build/lineage-cost-lake")
+    parser.add_argument("--seed", type=int, default=42)
+    args = parser.parse_args(argv)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    for name in [n for n in os.environ if n.startswith("OPENLINEAGE")]:
+        del os.environ[name]
+
+    work = Path(args.work)
+    shutil.rmtree(work, ignore_errors=True)
+    spark = spark_session(app_name="lakejoin-lineage-cost")
+    sizes = Sizes.at(args.orders)
+    paths = write_sources(spark, work, sizes, args.seed)
+    spec = spec_for("fixed_cost", work / "lakejoin", paths)
+    maker = ChangeMaker(spark, paths, sizes, args.seed)
+    run_views(spark, spec, "first")
+
+    rounds = []
+    for number in range(1, ROUNDS + 1):
+        pair: dict[str, Any] = {}
+        for events in (False, True):
+            if events:
+                os.environ.update(OPENLINEAGE__TRANSPORT__TYPE="http", OPENLINEAGE__TRANSPORT__URL=url)
+            _Receiver.received.clear()
+            tiny_change(spark, maker, 2 * number + events)
+            figures = run_views(spark, spec, f"tiny-{number}-{'events' if events else 'none'}")
+            for name in ("OPENLINEAGE__TRANSPORT__TYPE", "OPENLINEAGE__TRANSPORT__URL"):
+                os.environ.pop(name, None)
+            pair["events" if events else "none"] = {
+                "views": figures,
+                "received": [(e["job"]["name"], e["eventType"]) for e in _Receiver.received],
+            }
+        rounds.append(pair)
+    wrong = gate(spark, spec)
+    spark.stop()
+    server.shutdown()
+
+    added = [
+        pair["events"]["views"][view]["jobs"] - pair["none"]["views"][view]["jobs"]
+        for pair in rounds
+        for view in pair["none"]["views"]
+        if pair["none"]["views"][view]["outcome"] == pair["events"]["views"][view]["outcome"] == "committed"
+    ]
+    record = {
+        "orders": args.orders,
+        "commit": lakejoin_commit(),
+        "command": " ".join(argv if argv is not None else sys.argv[1:]),
+        "rounds": rounds,
+        "added_jobs": added,
+        "gate": wrong,
+    }
+    out = Path(args.out) / "bench"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "lineage_cost.json").write_text(json.dumps(record, indent=2) + "\n")
+    most = max(added, default=0)
+    entry = {
+        "target": "OpenLineage events per batch: added Spark jobs "
+        f"({args.orders / 1e6:g} M orders, tiny batches, each view's batch with events against the one "
+        "before without)",
+        "measured": most,
+        "limit": 0,
+        "met": most <= 0,
+        "batch": "lineage_cost",
+        "commit": record["commit"],
+    }
+    targets = out / "targets.json"
+    kept = json.loads(targets.read_text()) if targets.exists() else []
+    kept = [e for e in kept if e.get("batch") != "lineage_cost"]
+    targets.write_text(json.dumps([*kept, entry], indent=2) + "\n")
+    received = sum(len(p["events"]["received"]) for p in rounds)
+    print(f"added jobs per view batch: {added}; events received: {received}; gate: {wrong or 'exact'}")
+    return 1 if wrong or not received else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
