@@ -4,7 +4,10 @@ The benchmark's five views on its tables (100 k orders by default), a first batc
 batches of the same shape (`fixed_cost.tiny_change`), each run twice per view pair: one batch
 with no OpenLineage transport configured, the next with events sent to an HTTP receiver on
 127.0.0.1 (a thread of this process). Spark's status tracker counts every job a batch starts
-(one job group per view); the events are meant to add none and a few milliseconds.
+(one job group per view); the events are meant to add none and a few milliseconds. Two
+counts: every job the event calls started (they run in a job group of their own: exact, the
+judged figure), and each view's jobs with events against the same view's batch before without
+(batches of the same shape, but not the same rows: a list's routing varies by a few jobs).
 
 Figures go to `<out>/bench/lineage_cost.json` and an entry of `<out>/bench/targets.json`
 ("OpenLineage events per batch: added Spark jobs", limit 0).
@@ -25,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 ROUNDS = 3  # pairs of tiny batches: without events, then with them
+LINEAGE_GROUP = "lakejoin-lineage-events"
 
 
 class _Receiver(BaseHTTPRequestHandler):
@@ -70,6 +74,22 @@ def main(argv: list[str] | None = None) -> int:
     maker = ChangeMaker(spark, paths, sizes, args.seed)
     run_views(spark, spec, "first")
 
+    from lakejoin.engine.lineage import BatchLineage
+
+    emit = BatchLineage._emit
+    sc = spark.sparkContext
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> None:
+        """An event sent inside a job group of its own, then the view's group back."""
+        group = sc.getLocalProperty("spark.jobGroup.id")
+        sc.setJobGroup(LINEAGE_GROUP, LINEAGE_GROUP)
+        try:
+            emit(self, *args, **kwargs)
+        finally:
+            sc.setJobGroup(group or "", group or "")
+
+    BatchLineage._emit = counted  # type: ignore[method-assign]
+
     rounds = []
     for number in range(1, ROUNDS + 1):
         pair: dict[str, Any] = {}
@@ -86,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
                 "received": [(e["job"]["name"], e["eventType"]) for e in _Receiver.received],
             }
         rounds.append(pair)
+    in_events = len(sc.statusTracker().getJobIdsForGroup(LINEAGE_GROUP))
     wrong = gate(spark, spec)
     spark.stop()
     server.shutdown()
@@ -101,20 +122,21 @@ def main(argv: list[str] | None = None) -> int:
         "commit": lakejoin_commit(),
         "command": " ".join(argv if argv is not None else sys.argv[1:]),
         "rounds": rounds,
-        "added_jobs": added,
+        "jobs_in_event_calls": in_events,
+        "added_jobs_batch_against_batch": added,
         "gate": wrong,
     }
     out = Path(args.out) / "bench"
     out.mkdir(parents=True, exist_ok=True)
     (out / "lineage_cost.json").write_text(json.dumps(record, indent=2) + "\n")
-    most = max(added, default=0)
+    received = sum(len(p["events"]["received"]) for p in rounds)
     entry = {
         "target": "OpenLineage events per batch: added Spark jobs "
-        f"({args.orders / 1e6:g} M orders, tiny batches, each view's batch with events against the one "
-        "before without)",
-        "measured": most,
+        f"({args.orders / 1e6:g} M orders, tiny batches: jobs started inside the event calls of "
+        f"{received} events)",
+        "measured": in_events,
         "limit": 0,
-        "met": most <= 0,
+        "met": in_events == 0,
         "batch": "lineage_cost",
         "commit": record["commit"],
     }
@@ -122,8 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     kept = json.loads(targets.read_text()) if targets.exists() else []
     kept = [e for e in kept if e.get("batch") != "lineage_cost"]
     targets.write_text(json.dumps([*kept, entry], indent=2) + "\n")
-    received = sum(len(p["events"]["received"]) for p in rounds)
-    print(f"added jobs per view batch: {added}; events received: {received}; gate: {wrong or 'exact'}")
+    print(
+        f"jobs inside event calls: {in_events}; batch against batch: {added}; events received: {received}; "
+        f"gate: {wrong or 'exact'}"
+    )
     return 1 if wrong or not received else 0
 
 

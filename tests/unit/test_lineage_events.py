@@ -211,6 +211,16 @@ def test_a_complete_event_says_what_the_batch_read_and_wrote(spec):
     assert parent["root"]["run"]["runId"] == PARENT["root_run"]
 
 
+def test_a_fan_out_fallback_is_the_output_s_mode_with_its_decision_as_the_reason(spec):
+    lineage = BatchLineage(spec, spec.views["display_products"], plan_of(), client=None)
+    summary = summary_of()
+    summary.kind_metrics["full_recompute"] = 1
+    summary.notes["strategy"] = "full recompute: the changed right keys reach 3 of 4 left rows"
+    written = json.loads(Serde.to_json(lineage._output(summary)))["outputFacets"]["lakejoin_output"]
+    assert written["mode"] == "fanout_fallback"
+    assert written["reason"] == summary.notes["strategy"]
+
+
 def test_a_batch_keeps_its_run_id_and_without_a_parent_has_none(spec):
     assert run_id("shop", "display_products", 7) == run_id("shop", "display_products", 7)
     assert len({run_id("shop", "display_products", b) for b in (7, 8)}) == 2

@@ -378,7 +378,8 @@ class BatchLineage:
                 ),
                 "lakejoin_output": _facet_classes()["output"](
                     mode=self._mode(summary),
-                    reason=summary.notes.get("fanout") or summary.notes.get("mode") or summary.reason,
+                    # the fan-out decision, or the definition change behind a full refresh
+                    reason=summary.notes.get("strategy") or summary.notes.get("definition") or summary.reason,
                     inserted=summary.inserted,
                     updated=summary.updated,
                     deleted=summary.deleted,
