@@ -3,15 +3,19 @@
 enrich with an inner dimension), two batches each (a full refresh, then changes on every side).
 Then `lakejoin explain ... --json` in its own process, which starts no JVM, for rows in the view
 and keys that are not: the row, the batch that last wrote it and its pins (as the batch log says),
-the input rows at those pins, the change rows that reached it, and each reason a key is not there.
+the input rows at those pins, the change rows that reached it, and each reason a key is not there;
+and the same answer as the reports plugin's page (plugins/lakejoin_reports.py), behind its login.
 The rules themselves are tests/unit/test_explain_rules.py's truth tables."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -221,3 +225,54 @@ def test_enrich_the_fact_and_each_dimension_row(shop):
     o2 = explain(shop, "orders", "o2")  # its customer never existed, and the dimension is inner
     assert (o2["last_change"], o2["reason"]["code"]) == (None, "no_right_row")
     assert o2["inputs"][1]["key"] == {"customer_id": "c9"}
+
+
+def test_the_reports_plugin_explains_a_row_to_a_logged_in_user(shop, monkeypatch, tmp_path):
+    """The explain page of plugins/lakejoin_reports.py, asked through its FastAPI app: the row
+    and its batch, a key's reason for not being in the view, an unknown view's error."""
+    from tests.reports_plugin import api_server, load_plugin, logged_in
+
+    plugin = load_plugin(monkeypatch, Path(shop.file).parent, tmp_path / "airflow")
+    client = api_server(plugin)
+    page = "/lakejoin/reports/lake/explain"
+    assert client.get(page, params={"view": "display", "key": "p1"}).status_code == 401  # no login
+
+    with logged_in(plugin):
+        index = client.get("/lakejoin/reports/lake/")
+        assert 'href="explain"' in index.text and 'href="explain?view=display"' in index.text
+        form = client.get(page, params={"view": "homes"})
+        assert form.status_code == 200 and '<option value="homes" selected>' in form.text
+        assert re.findall(r'<label>(\w+) <input name="key"', form.text) == ["person_id"]
+
+        p1 = client.get(page, params={"view": "display", "key": "p1"})
+        assert p1.status_code == 200, p1.text
+        words = text_of(p1.text)
+        assert "display (fk_join) · product_id='p1'" in words
+        assert "in the view" in words and "not in the view" not in words
+        for column, value in (("name", "pen"), ("display_name", "Acme Inc"), ("price", "1.5")):
+            assert re.search(rf"<td>{column}</td><td>(<code>)?{re.escape(value)}(</code>)?</td>", p1.text)
+        assert "updated by: batch 2 mode incremental" in words
+        assert "right (left) merchants@4 merchant_id='m1'" in words
+
+        as_json = client.get(page, params={"view": "display", "key": "p1", "format": "json"})
+        assert as_json.json() == explain(shop, "display", "p1")  # what `lakejoin explain --json` says
+
+        gone = text_of(client.get(page, params={"view": "logos", "key": "p2"}).text)
+        assert "not in the view" in gone and "deleted by: batch 2" in gone
+        assert "why not: merchants joins inner and no row with merchant_id='m2' at version 4" in gone
+
+        unknown = client.get(page, params={"view": "nope", "key": "p1"})
+        said = text_of(unknown.text)
+        assert unknown.status_code == 404 and "Traceback" not in unknown.text
+        assert "unknown view 'nope'" in said and "fix: use one of: display, logos" in said
+        wrong = client.get(page, params={"view": "display", "key": "p1", "at": "99", "format": "json"})
+        assert wrong.status_code == 400 and "has no readable version 99" in wrong.json()["error"]["what"]
+
+        plugin.can_read_dag = lambda dag_id, user: False
+        assert client.get(page, params={"view": "display", "key": "p1"}).status_code == 403
+
+
+def text_of(page: str) -> str:
+    """A page's words, without its tags and style, entities decoded."""
+    page = re.sub(r"<style>.*?</style>", " ", page, flags=re.S)
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())

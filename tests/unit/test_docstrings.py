@@ -26,6 +26,7 @@ RUNNABLE = [
     "lakejoin.sink.key_upsert_rules",
     "lakejoin.cli.explain_model",
     "lakejoin.cli.explain_rules",
+    "lakejoin.cli.explain_html",
 ]
 
 
