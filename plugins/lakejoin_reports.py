@@ -3,14 +3,18 @@
 - `GET /lakejoin/reports/`: the pipelines (the specs in `$LAKEJOIN_PIPELINES_DIR`), each with a
   link to its report index;
 - `GET /lakejoin/reports/<pipeline>/`: the pipeline's index, rendered from the batch log
-  and JSON reports as they are now;
+  and JSON reports as they are now, with a link to the explain page;
+- `GET /lakejoin/reports/<pipeline>/explain?view=V&key=K[&key=K2][&at=N][&format=json]`:
+  `lakejoin explain`'s answer for one key of a view (a form, then the answer), read in-process
+  from the Delta logs with delta-rs; `format=json` gives its JSON document;
 - `GET /lakejoin/reports/<pipeline>/<file>`: the files of that pipeline's reports folder
   (`<storage>/_lakejoin/reports/`), read-only; a folder serves its `index.html`;
 - a "Data quality" entry in the navigation bar, showing that index inside the UI;
 - a "Data-quality report" extra link on every task of a `lakejoin_<pipeline>` DAG, to the page
   of the view the task runs.
 
-It serves what the batches already wrote: it imports neither Spark nor Great Expectations.
+It serves what the batches already wrote, and reads Delta logs with delta-rs: it imports neither
+Spark nor Great Expectations.
 Airflow does not authenticate a plugin's FastAPI app, so every route asks for the Airflow login
 itself (the UI's session cookie, or a bearer token) and, under a pipeline, for read access to
 that pipeline's DAG.
@@ -18,17 +22,19 @@ that pipeline's DAG.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path, PurePosixPath
+from typing import Annotated
 from urllib.parse import quote
 
 from airflow.api_fastapi.core_api.security import GetUserDep
 from airflow.plugins_manager import AirflowPlugin
 from airflow.sdk import BaseOperatorLink
-from fastapi import Depends, FastAPI, HTTPException, Request
-from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from lakejoin.errors import LakejoinError
+from lakejoin.errors import BatchStateError, CommandError, LakejoinError, SpecError
 from lakejoin.quality.report_pages import document, link, table
 from lakejoin.spec.model import PipelineSpec, find_specs
 from lakejoin.spec.parse import load_spec
@@ -97,16 +103,77 @@ def pipeline_without_slash(pipeline: str) -> RedirectResponse:
     return RedirectResponse(f"{quote(pipeline)}/", status_code=307)
 
 
-@app.get("/reports/{pipeline}/{path:path}", response_model=None)
-def report_file(pipeline: str, path: str) -> Response:
+def pipeline_spec(pipeline: str) -> PipelineSpec:
     spec = pipeline_specs().get(pipeline)
     if spec is None:
         raise HTTPException(status_code=404, detail=f"no pipeline named {pipeline!r}")
+    return spec
+
+
+# Before report_file, whose path would take it: a view named `explain` keeps its folder's pages.
+@app.get("/reports/{pipeline}/explain", response_model=None)
+def explain_row(
+    pipeline: str,
+    view: str = "",
+    key: Annotated[list[str] | None, Query()] = None,
+    at: str = "",
+    format: str = "html",
+) -> Response:
+    """`lakejoin explain`'s answer for `view` and its `key` (one value per key column, in order)
+    at output version `at` (empty: the latest): a page with the form, or its JSON document."""
+    # delta-rs and rich, no Spark: lakejoin explain runs where pyspark cannot be imported.
+    from lakejoin.cli.explain import explain
+    from lakejoin.cli.explain_html import explain_page, output_version
+
+    spec = pipeline_spec(pipeline)
+    texts = key or []
+    as_json = format == "json"
+    found, error = None, None
+    # A known view without a key is the form for its key columns; anything else is asked.
+    if as_json or (view and (view not in spec.views or any(texts))):
+        try:
+            if not view:
+                raise CommandError(
+                    "no view given",
+                    where="explain",
+                    fix="give a view and its key: explain?view=VIEW&key=VALUE&format=json",
+                )
+            found = explain(spec, view, texts, at=output_version(at))
+        except LakejoinError as exc:
+            error = exc
+    status = 200 if error is None else error_status(error)
+    headers = {"Cache-Control": "no-cache"}
+    if as_json:
+        if error is not None:
+            fields = {"what": error.what, "where": error.where, "fix": error.fix}
+            return JSONResponse({"error": fields}, status_code=status, headers=headers)
+        assert found is not None
+        # As `lakejoin explain --json` prints it.
+        return Response(json.dumps(found.document()), media_type="application/json", headers=headers)
+    pages: set[int] = set()
+    if found is not None:
+        folder = reports_folder(spec) / found.view
+        batches = {b.batch_id for b in (found.last_change, found.read_at) if b and b.batch_id is not None}
+        pages = {b for b in batches if (folder / f"batch-{b:06d}.html").is_file()}
+    page = explain_page(spec, view=view, texts=texts, at=at, found=found, error=error, pages=pages)
+    return HTMLResponse(page, status_code=status, headers=headers)
+
+
+def error_status(error: LakejoinError) -> int:
+    """A view the spec does not have, or whose output has nothing to explain, is not found (404);
+    a key or version that does not fit the view is a bad request (400)."""
+    return 404 if isinstance(error, (SpecError, BatchStateError)) else 400
+
+
+@app.get("/reports/{pipeline}/{path:path}", response_model=None)
+def report_file(pipeline: str, path: str) -> Response:
+    spec = pipeline_spec(pipeline)
     if path in ("", "index.html"):
         # Rendered now, not served from the file the last batch wrote before its commit.
         from lakejoin.quality.reports import pipeline_index_page
 
-        return HTMLResponse(pipeline_index_page(spec), headers={"Cache-Control": "no-cache"})
+        page = pipeline_index_page(spec, explain="explain")
+        return HTMLResponse(page, headers={"Cache-Control": "no-cache"})
     root = reports_folder(spec)
     target = resolve(root, path)
     if target.is_dir():

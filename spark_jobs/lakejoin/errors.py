@@ -78,3 +78,8 @@ class ConcurrentBatchError(LakejoinError):
 class DefinitionChangedError(LakejoinError):
     """A view's definition changed since its last batch, and its policy is to stop
     (`on_definition_change: fail`)."""
+
+
+class CommandError(LakejoinError):
+    """A command's arguments do not fit the pipeline: a key of the wrong length or type, a
+    version the output does not have."""

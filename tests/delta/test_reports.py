@@ -4,9 +4,7 @@ them, behind the login, and nothing outside them."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import re
 from pathlib import Path
 
@@ -15,11 +13,11 @@ import pytest
 from lakejoin.errors import ExpectationSuiteError, QualityCheckError
 from lakejoin.quality import data_docs
 from tests.lakehouse import MERCHANTS, PRODUCTS, Lakehouse
+from tests.reports_plugin import api_server, load_plugin, logged_in
 
 pytestmark = pytest.mark.delta
 
 VIEW = "display_products"
-PLUGIN = Path(__file__).resolve().parents[2] / "plugins" / "lakejoin_reports.py"
 
 
 def text_of(page: Path) -> str:
@@ -175,34 +173,19 @@ def test_lakejoin_report_rewrites_the_pages(reported, capsys, monkeypatch):
 
 @pytest.fixture
 def plugin(reported, monkeypatch, tmp_path):
-    monkeypatch.setenv("AIRFLOW_HOME", os.environ.get("AIRFLOW_HOME", str(tmp_path / "airflow")))
-    monkeypatch.setenv("LAKEJOIN_PIPELINES_DIR", str(reported[0].root))
-    module_spec = importlib.util.spec_from_file_location("lakejoin_reports", PLUGIN)
-    assert module_spec is not None and module_spec.loader is not None
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    return module
+    return load_plugin(monkeypatch, reported[0].root, tmp_path / "airflow")
 
 
 def test_the_plugin_serves_the_reports_to_logged_in_users_only(plugin, reported):
-    from airflow.api_fastapi.core_api.security import get_user
-    from fastapi import FastAPI
-    from fastapi.testclient import TestClient
-
-    # Mounted as Airflow's api-server mounts a plugin's app.
-    api_server = FastAPI()
-    for app in plugin.LakejoinReportsPlugin.fastapi_apps:
-        api_server.mount(app["url_prefix"], app["app"])
-    client = TestClient(api_server)
+    client = api_server(plugin)
     assert client.get("/lakejoin/reports/").status_code == 401  # no Airflow session
 
-    plugin.app.dependency_overrides[get_user] = lambda: "someone"
-    plugin.can_read_dag = lambda dag_id, user: dag_id.startswith("lakejoin_")
-    try:
+    with logged_in(plugin):
         root = client.get("/lakejoin/reports/")
         assert root.status_code == 200 and 'href="shop/"' in root.text
         index = client.get("/lakejoin/reports/shop/")
         assert index.status_code == 200 and 'href="display_products/index.html"' in index.text
+        assert 'href="explain?view=display_products"' in index.text  # the explain page, the view chosen
         view = client.get("/lakejoin/reports/shop/display_products/index.html")
         assert view.status_code == 200 and "batch-000002.html" in view.text
         page = client.get("/lakejoin/reports/shop/display_products/batch-000002.html")
@@ -232,8 +215,6 @@ def test_the_plugin_serves_the_reports_to_logged_in_users_only(plugin, reported)
         assert client.get("/lakejoin/reports/nope/").status_code == 404
         plugin.can_read_dag = lambda dag_id, user: False
         assert client.get("/lakejoin/reports/shop/").status_code == 403
-    finally:
-        plugin.app.dependency_overrides.clear()
 
     link = plugin.DataQualityReportLink()
     key = type("Key", (), {"dag_id": "lakejoin_shop", "task_id": VIEW})()

@@ -24,6 +24,9 @@ RUNNABLE = [
     "lakejoin.engine.pipeline",
     "lakejoin.delta.sql_text",
     "lakejoin.sink.key_upsert_rules",
+    "lakejoin.cli.explain_model",
+    "lakejoin.cli.explain_rules",
+    "lakejoin.cli.explain_html",
 ]
 
 

@@ -68,3 +68,30 @@ def test_the_output_history_is_searched_newest_first_a_page_at_a_time(tmp_path, 
     assert found is not None and found[0] == 0 and found[1] == marker
     assert reads == [32, 128, 512]
     assert find_commit(str(tmp_path), lambda m: m.batch_id == 9) is None
+
+
+def test_a_search_up_to_a_version_skips_the_newer_commits(tmp_path, monkeypatch):
+    """find_commit(at=V) answers as of output version V (lakejoin explain --at): its first page
+    reaches back past the newer commits."""
+    commits = [
+        {"version": v, "userMetadata": BatchMarker(v, FINAL, BatchMode.INCREMENTAL, {}, {"s": v}).as_json()}
+        for v in range(100, -1, -1)
+    ]
+    reads: list[int] = []
+
+    class History:
+        def __init__(self, path: str) -> None:
+            pass
+
+        def version(self) -> int:
+            return 100
+
+        def history(self, limit: int) -> list[dict]:
+            reads.append(limit)
+            return commits[:limit]
+
+    monkeypatch.setattr("deltalake.DeltaTable", History)
+    found = find_commit(str(tmp_path), lambda m: True, at=40)
+
+    assert found is not None and (found[0], found[1].batch_id) == (40, 40)
+    assert reads == [32 + 60]

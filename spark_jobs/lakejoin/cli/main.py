@@ -5,6 +5,7 @@ lakejoin run pipelines/marketplace.yaml --repair-from V|TIMESTAMP [--repair-to V
     [--fail-fast] [--verbose]
 lakejoin status pipelines/marketplace.yaml
 lakejoin report pipelines/marketplace.yaml [--view NAME] [--last N]
+lakejoin explain pipelines/marketplace.yaml VIEW KEY... [--at VERSION] [--json]
 
 A run ends with what committed, had nothing new, failed or was skipped (it reads a view that
 failed). Exit status: 0 when no view failed, 1 when one did, 2 for an error in the command or
@@ -75,6 +76,21 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument(
         "--last", type=int, default=1, metavar="N", help="rewrite the pages of each view's last N batches"
     )
+    explain = commands.add_parser(
+        "explain", help="why a view's row is what it is, or why there is none (no JVM)"
+    )
+    explain.add_argument("spec", help="path to the pipeline spec (YAML)")
+    explain.add_argument("view", help="the view")
+    explain.add_argument(
+        "key", nargs="+", metavar="KEY", help="the row's key: one value per key column, in the key's order"
+    )
+    explain.add_argument(
+        "--at",
+        type=int,
+        metavar="VERSION",
+        help="as of this version of the view's output (default: its latest)",
+    )
+    explain.add_argument("--json", action="store_true", help="print a JSON document for tools")
     return parser
 
 
@@ -118,6 +134,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 parallel=args.parallel,
                 verbose=args.verbose,
             )
+        if args.command == "explain":
+            from lakejoin.cli.explain import explain_command
+
+            return explain_command(console, spec, args.view, args.key, at=args.at, as_json=args.json)
         if args.command == "report":
             return _report(console, spec, args.view, last=args.last)
         return _status(console, spec)

@@ -88,7 +88,7 @@ def read_keys(
     import pyarrow as pa
     from deltalake import DeltaTable, QueryBuilder
 
-    from lakejoin.delta.sql_text import literal, quoted
+    from lakejoin.delta.sql_text import key_in, literal, quoted
 
     table = DeltaTable(path, version=version)
     if not readable(table):
@@ -107,18 +107,41 @@ def read_keys(
             f"{quoted(c)} BETWEEN {literal(min(k[i] for k in chunk))} AND {literal(max(k[i] for k in chunk))}"
             for i, c in enumerate(key)
         )
-        if len(key) == 1:
-            listed = f"{quoted(key[0])} IN ({', '.join(literal(k[0]) for k in chunk)})"
-        else:
-            tuples = ", ".join("(" + ", ".join(literal(v) for v in k) + ")" for k in chunk)
-            listed = f"({', '.join(quoted(c) for c in key)}) IN ({tuples})"
-        sql = f"SELECT {chosen} FROM t WHERE {bounds} AND {listed}"
+        sql = f"SELECT {chosen} FROM t WHERE {bounds} AND {key_in(key, chunk)}"
         parts.append(pa.table(QueryBuilder().register("t", table).execute(sql).read_all()))
     if not parts:
         sql = f"SELECT {chosen} FROM t WHERE FALSE"
         parts.append(pa.table(QueryBuilder().register("t", table).execute(sql).read_all()))
     plain = pa.schema([f.with_type(_plain(f.type)) for f in parts[0].schema])
     return pa.concat_tables([part.cast(plain) for part in parts])
+
+
+# Within one commit a key's row as the commit found it comes before its row as the commit left it.
+_CHANGE_ORDER = {"update_preimage": 0, "delete": 1, "insert": 2, "update_postimage": 3}
+
+
+def read_key_changes(
+    path: str, first: int, last: int, key: Columns, values: Sequence[tuple[Any, ...]]
+) -> list[dict[str, Any]]:
+    """The change-feed rows of versions `first`..`last` (both included) of the table at `path`
+    whose `key` is one of `values`, in commit order: the data columns, `_change_type` and
+    `_commit_version`. delta-rs's own error when that range of the feed cannot be read."""
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    from lakejoin.delta.sql_text import key_in
+
+    if first > last or not values:
+        return []
+    feed = DeltaTable(path).load_cdf(first, last, predicate=key_in(key, sorted(set(values))))
+    rows = [
+        {
+            **{c: v for c, v in row.items() if c != "_commit_timestamp"},
+            "_commit_version": int(row["_commit_version"]),
+        }
+        for row in pa.table(feed.read_all()).to_pylist()
+    ]
+    return sorted(rows, key=lambda r: (r["_commit_version"], _CHANGE_ORDER.get(r["_change_type"], 9)))
 
 
 def _plain(kind: pa.DataType) -> pa.DataType:

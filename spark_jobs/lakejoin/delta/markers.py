@@ -143,17 +143,21 @@ def operation_metrics(commit: dict[str, Any]) -> dict[str, int]:
     return metrics
 
 
-def find_commit(path: str, wanted: Any) -> tuple[int, BatchMarker, dict[str, Any]] | None:
-    """The newest commit of the output at `path` whose marker satisfies `wanted(marker)`, as
-    (version, marker, commitInfo), read newest first a page at a time; None when the history
-    (what log cleanup left of it) holds none."""
+def find_commit(
+    path: str, wanted: Any, *, at: int | None = None
+) -> tuple[int, BatchMarker, dict[str, Any]] | None:
+    """The newest commit of the output at `path` (of those up to version `at`, when given) whose
+    marker satisfies `wanted(marker)`, as (version, marker, commitInfo), read newest first a
+    page at a time; None when the history (what log cleanup left of it) holds none."""
     from deltalake import DeltaTable
 
     table = DeltaTable(path)
-    limit = HISTORY_PAGE
+    limit = HISTORY_PAGE + (0 if at is None else max(int(table.version()) - at, 0))
     while True:
         commits = table.history(limit)
         for commit in commits:
+            if at is not None and int(commit["version"]) > at:
+                continue
             marker = BatchMarker.from_commit(commit)
             if marker is not None and wanted(marker):
                 return int(commit["version"]), marker, commit

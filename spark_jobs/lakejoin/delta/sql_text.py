@@ -5,12 +5,15 @@ key values are quoted here, in one place (driver lookups, routing, the driver ME
 '"a""b"'
 >>> literal("O'Brien"), literal(7)
 ("'O''Brien'", '7')
+>>> print(key_in(("tenant", "id"), [("acme", 1), ("o'neil", 2)]))
+("tenant", "id") IN (('acme', 1), ('o''neil', 2))
 """
 
 from __future__ import annotations
 
 import datetime
 import decimal
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -26,3 +29,12 @@ def literal(value: Any) -> str:
     if isinstance(value, datetime.date):
         return f"DATE '{value.isoformat()}'"
     return "'" + str(value).replace("'", "''") + "'"
+
+
+def key_in(key: Sequence[str], values: Sequence[tuple[Any, ...]]) -> str:
+    """`key IN (values)`: a list of values for a key of one column, a tuple IN-list for a key of
+    several (never a concatenation of the parts, which would match `a` + `bc` to `ab` + `c`)."""
+    if len(key) == 1:
+        return f"{quoted(key[0])} IN ({', '.join(literal(k[0]) for k in values)})"
+    tuples = ", ".join("(" + ", ".join(literal(v) for v in k) + ")" for k in values)
+    return f"({', '.join(quoted(c) for c in key)}) IN ({tuples})"

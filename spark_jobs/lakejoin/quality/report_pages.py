@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass
 from html import escape
 from typing import Any
+from urllib.parse import urlencode
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:1.5rem auto;max-width:72rem;padding:0 1rem;color:#1f2328}
@@ -20,6 +21,8 @@ th{background:#f6f8fa}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .pass{color:#1a7f37;font-weight:600}.fail{color:#cf222e;font-weight:600}.warn{color:#9a6700;font-weight:600}
 nav{font-size:13px;margin-bottom:.5rem}code{font-size:12px;word-break:break-word}
 img.trends{max-width:100%;border:1px solid #d0d7de}.muted{color:#656d76}
+form{margin:.6rem 0}form label{margin-right:.8rem;white-space:nowrap}input,select,button{font:inherit}
+.error{border:1px solid #cf222e;border-radius:6px;background:#fff8f8;padding:.1rem .8rem;margin:.8rem 0}
 """
 COUNT_ORDER = ("inserted", "updated", "deleted", "affected_keys", "recomputed_rows", "unchanged_skipped")
 OBSERVED_KEYS = ("observed_value", "unexpected_count", "unexpected_percent", "partial_unexpected_list")
@@ -208,8 +211,10 @@ def view_index(pipeline: str, view: str, kind: str, reports: list[dict[str, Any]
     return document(f"{pipeline} / {view}", "".join(body))
 
 
-def pipeline_index(pipeline: str, views: list[ViewRow]) -> str:
-    """A pipeline's page: each view's last checked batch, its result, its last commit."""
+def pipeline_index(pipeline: str, views: list[ViewRow], explain: str | None = None) -> str:
+    """A pipeline's page: each view's last checked batch, its result, its last commit; with
+    `explain` (the address of the explain page, which only the Airflow plugin serves), a link to
+    it and, on each view's line, to it with the view chosen."""
     rows = []
     for v in views:
         r = v.report
@@ -231,6 +236,7 @@ def pipeline_index(pipeline: str, views: list[ViewRow]) -> str:
                 *checked,
                 committed,
                 escape(v.record_status or "-"),
+                *([link(f"{explain}?{urlencode({'view': v.view})}", "explain a row")] if explain else []),
             ]
         )
     head = [
@@ -242,10 +248,16 @@ def pipeline_index(pipeline: str, views: list[ViewRow]) -> str:
         "ins/upd/del",
         "last committed",
         "last record",
+        *([""] if explain else []),
     ]
     body = (
         f"<h1>Data quality &middot; pipeline {escape(pipeline)}</h1>"
         + table(head, rows)
         + f"<p>{link('data_docs/index.html', 'Great Expectations Data Docs')}</p>"
+        + (
+            f"<p>{link(explain, 'Explain a row')}: why a view's row is what it is, or why it is not there</p>"
+            if explain
+            else ""
+        )
     )
     return document(f"lakejoin {pipeline}", body)

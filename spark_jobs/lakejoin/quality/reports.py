@@ -128,8 +128,11 @@ def write_pipeline_index(spec: PipelineSpec, histories: Histories) -> Path:
     return _write(reports_root(spec) / "index.html", pipeline_index_page(spec, histories))
 
 
-def pipeline_index_page(spec: PipelineSpec, histories: Histories | None = None) -> str:
-    """The pipeline's index as of now (the Airflow plugin renders it on each request)."""
+def pipeline_index_page(
+    spec: PipelineSpec, histories: Histories | None = None, *, explain: str | None = None
+) -> str:
+    """The pipeline's index as of now (the Airflow plugin renders it on each request, with
+    `explain`, the address of its explain page)."""
     histories = batch_histories(spec) if histories is None else histories
     rows = []
     for view in spec.view_order():
@@ -146,7 +149,7 @@ def pipeline_index_page(spec: PipelineSpec, histories: Histories | None = None) 
                 record_status=_record_status(history[-1], report) if history else None,
             )
         )
-    return report_pages.pipeline_index(spec.name, rows)
+    return report_pages.pipeline_index(spec.name, rows, explain)
 
 
 def _record_status(last: BatchRecord, report: dict[str, Any] | None) -> str:
