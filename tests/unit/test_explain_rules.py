@@ -266,3 +266,23 @@ def test_which_master_a_rekey_keeps_and_why(resolution, claims, chosen, said):
     kept, text = rekey_choice(resolution, claims)
     assert kept == chosen
     assert said in text
+
+
+@pytest.mark.parametrize("resolution", [Resolution.LATEST, Resolution.FAIL])
+def test_a_row_no_master_holds_is_drift_not_a_crash(resolution):
+    kept, text = rekey_choice(resolution, [])
+    assert kept == [] and "no master holds the derived key" in text
+
+
+def test_an_input_version_gone_is_a_clear_error(tmp_path):
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from lakejoin.cli.explain_inputs import read_rows
+    from lakejoin.errors import SourceError
+
+    write_deltalake(str(tmp_path), pa.table({"id": ["a"], "name": ["x"]}))
+    with pytest.raises(SourceError) as raised:
+        read_rows(str(tmp_path), 7, ("id",), [("a",)], "left 'products'")
+    assert "version 7" in str(raised.value) and "--at" in raised.value.fix
+    assert read_rows(str(tmp_path), 0, ("id",), [("a",)], "left 'products'") == [{"id": "a", "name": "x"}]

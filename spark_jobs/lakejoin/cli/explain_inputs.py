@@ -42,7 +42,15 @@ def read_rows(
     path: str, version: int, key: Key, values: list[tuple[Any, ...]], what: str
 ) -> list[dict[str, Any]]:
     """The rows of `values` at `version` of the table at `path`, as dicts."""
-    rows = lookups.read_keys(path, version, key, values) if lookups.literal_keys(values) else None
+    try:
+        rows = lookups.read_keys(path, version, key, values) if lookups.literal_keys(values) else None
+    except Exception as exc:  # noqa: BLE001 - delta-rs: a version vacuumed, a log cleaned up
+        raise SourceError(
+            f"version {version} of {path} cannot be read ({exc})",
+            where=what,
+            fix="VACUUM or log cleanup removed it: explain a newer output version (--at), or rebuild "
+            "the view with --full-refresh so its batches pin versions the tables still hold",
+        ) from None
     if rows is None:
         raise SourceError(
             f"delta-rs cannot look keys up in {path} as Spark reads it (column mapping, a reader "

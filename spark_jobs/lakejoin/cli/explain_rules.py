@@ -166,6 +166,8 @@ def rekey_choice(
     stopped.)"""
     if resolution is Resolution.EVERY_CLAIM:
         return [k for k, _ in claims], "unique: false keeps a row for every master holding the derived key"
+    if not claims:
+        return [], "no master holds the derived key at these pins: the output is not what its inputs derive"
     if len(claims) == 1:
         return [claims[0][0]], f"the only master holding the derived key (on_conflict: {resolution.value})"
     known = [(v, tuple(k.values()), k) for k, v in claims if v is not None]

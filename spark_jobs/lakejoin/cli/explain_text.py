@@ -28,7 +28,7 @@ def render(console: Console, found: Explanation, spec_file: str) -> None:
             found.last_change.change or ""
         ]
         console.print(f"last change: {done} by {_batch(found.last_change)}", highlight=False, soft_wrap=True)
-    elif found.history_read:
+    elif found.history_read and found.row is None:
         console.print("never in the view: its change feed holds no row of this key", highlight=False)
     pins = ", ".join(f"{s}@{v}" for s, v in sorted(found.read_at.pinned_versions.items()) if s[:1] != "_")
     console.print(f"inputs at the pins of batch {found.read_at.batch_id}: {pins}", highlight=False)
