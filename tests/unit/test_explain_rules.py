@@ -286,3 +286,23 @@ def test_an_input_version_gone_is_a_clear_error(tmp_path):
         read_rows(str(tmp_path), 7, ("id",), [("a",)], "left 'products'")
     assert "version 7" in str(raised.value) and "--at" in raised.value.fix
     assert read_rows(str(tmp_path), 0, ("id",), [("a",)], "left 'products'") == [{"id": "a", "name": "x"}]
+
+
+def test_a_keys_history_is_read_backwards_in_growing_windows(tmp_path):
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from lakejoin.cli.explain import HISTORY_WINDOW, _key_history
+
+    path = str(tmp_path)
+    write_deltalake(
+        path, pa.table({"id": ["old"], "n": [0]}), configuration={"delta.enableChangeDataFeed": "true"}
+    )
+    for n in range(1, 3 * HISTORY_WINDOW):  # more commits than two windows
+        write_deltalake(path, pa.table({"id": [f"k{n}"], "n": [n]}), mode="append")
+    last = 3 * HISTORY_WINDOW - 1
+    found = _key_history(path, last, ("id",), ("old",))
+    assert [(r["id"], r["_commit_version"]) for r in found] == [("old", 0)]
+    assert [r["_commit_version"] for r in _key_history(path, last, ("id",), (f"k{last}",))] == [last]
+    assert [r["_commit_version"] for r in _key_history(path, last, ("id",), ("k2",))] == [2]
+    assert _key_history(path, last, ("id",), ("never",)) == []

@@ -33,6 +33,9 @@ from lakejoin.errors import BatchStateError, CommandError
 from lakejoin.spec.definition import output_key
 from lakejoin.spec.model import PipelineSpec, View
 
+# Commits in the first window of a key's history, read newest first (_key_history).
+HISTORY_WINDOW = 8
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -64,7 +67,7 @@ def explain(spec: PipelineSpec, name: str, texts: Sequence[str], *, at: int | No
     logged = {r.batch_id: r for r in BatchLog.of(spec).history(name) if r.status is BatchStatus.COMMITTED}
     notes: list[str] = []
     try:
-        history = lookups.read_key_changes(view.path, 0, version, key, [values])
+        history = _key_history(view.path, version, key, values)
     except Exception as exc:  # noqa: BLE001 - delta-rs: change files vacuumed, a log cleaned up
         history = None
         notes.append(f"the output's change feed up to version {version} cannot be read ({exc})")
@@ -120,6 +123,22 @@ def _output(spec: PipelineSpec, view: View, at: int | None) -> Any:
             where=f"lakejoin explain --at {at}",
             fix=f"give a version the output's log still holds, at most {latest} (see lakejoin status)",
         ) from None
+
+
+def _key_history(
+    path: str, version: int, key: tuple[str, ...], values: tuple[Any, ...]
+) -> list[dict[str, Any]]:
+    """The output's change rows of one key, read backwards from `version` in windows of commits
+    that grow fourfold, down to the newest window that holds any (empty: the key was never
+    written). A key changed recently costs a read of the last few commits, not of the whole
+    feed, and versions VACUUM removed are reached only for a key untouched since them."""
+    window, last = HISTORY_WINDOW, version
+    while True:
+        first = max(0, last - window + 1)
+        rows = lookups.read_key_changes(path, first, last, key, [values])
+        if rows or first == 0:
+            return rows
+        window, last = window * 4, first - 1
 
 
 def _last_change(view: View, rows: list[dict[str, Any]], logged: dict[int, BatchRecord]) -> BatchInfo:
