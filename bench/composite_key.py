@@ -258,9 +258,9 @@ def write_targets(path: Path, record: dict[str, Any]) -> None:
                 "commit": record["commit"],
             }
         )
-    kept = json.loads(path.read_text()) if path.exists() else []
-    kept = [e for e in kept if not str(e.get("batch", "")).startswith("composite_key")]
-    path.write_text(json.dumps(kept + entries, indent=2) + "\n")
+    from bench.targets import replace_entries
+
+    replace_entries(path, "composite_key", entries)
 
 
 if __name__ == "__main__":

@@ -126,6 +126,7 @@ def ask(file: Path, view: str, texts: list[str]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     from bench.measure import lakejoin_commit
+    from bench.targets import replace_entries
 
     parser = argparse.ArgumentParser(prog="python -m bench.explain_cost", description=__doc__.split("\n")[0])
     parser.add_argument("--orders", type=int, default=15_000_000)
@@ -181,10 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         "batch": "explain_cost",
         "commit": record["commit"],
     }
-    targets = out / "targets.json"
-    kept = json.loads(targets.read_text()) if targets.exists() else []
-    kept = [e for e in kept if e.get("batch") != "explain_cost"]
-    targets.write_text(json.dumps([*kept, entry], indent=2) + "\n")
+    replace_entries(out / "targets.json", "explain_cost", [entry])
     print(f"slowest median {measured} s ({worst['view']} {worst['case']}); pyspark imported: {jvm}")
     return 0 if entry["met"] else 1
 

@@ -49,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench.fixed_cost import gate, run_views, tiny_change
     from bench.measure import lakejoin_commit
     from bench.tables import Sizes, write_sources
+    from bench.targets import replace_entries
     from bench.variants import spec_for
     from lakejoin.delta.session import spark_session
 
@@ -140,10 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         "batch": "lineage_cost",
         "commit": record["commit"],
     }
-    targets = out / "targets.json"
-    kept = json.loads(targets.read_text()) if targets.exists() else []
-    kept = [e for e in kept if e.get("batch") != "lineage_cost"]
-    targets.write_text(json.dumps([*kept, entry], indent=2) + "\n")
+    replace_entries(out / "targets.json", "lineage_cost", [entry])
     print(
         f"jobs inside event calls: {in_events}; batch against batch: {added}; events received: {received}; "
         f"gate: {wrong or 'exact'}"

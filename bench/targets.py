@@ -175,6 +175,12 @@ def markdown(found: list[dict[str, Any]]) -> list[str]:
 
 def write(path: Path, found: list[dict[str, Any]]) -> None:
     """Replace the matrix's entries in targets.json, keep the others (bench.fixed_cost's)."""
+    replace_entries(path, MATRIX, found)
+
+
+def replace_entries(path: Path, batch: str, found: list[dict[str, Any]]) -> None:
+    """Replace the entries of targets.json whose `batch` starts with `batch` (one script's) by
+    `found`, keep the others."""
     kept = json.loads(path.read_text()) if path.exists() else []
-    kept = [e for e in kept if not str(e.get("batch", "")).startswith(MATRIX)]
+    kept = [e for e in kept if not str(e.get("batch", "")).startswith(batch)]
     path.write_text(json.dumps(kept + found, indent=2) + "\n")
