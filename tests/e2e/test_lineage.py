@@ -13,6 +13,8 @@ import json
 import pytest
 from deltalake import DeltaTable
 
+from lakejoin.delta.markers import FINAL, find_commit
+from lakejoin.delta.records import BatchMode
 from lakejoin.engine.lineage import run_id
 from lakejoin.engine.repair import RepairRange
 from lakejoin.errors import QualityCheckError
@@ -132,6 +134,12 @@ def test_every_batch_tells_what_it_read_and_wrote(lake, lineage_events, monkeypa
     lake.run(spec, "display_products", repair=RepairRange.parse("0"))
     _, complete = lineage_events()
     assert complete["run"]["facets"]["lakejoin_batch"]["mode"] == "repair"
+    # Its output commit says where each re-derived range ended (what `explain` lists).
+    found = find_commit(spec.views["display_products"].path, lambda m: m.part == FINAL)
+    assert found is not None and found[1].mode is BatchMode.REPAIR
+    repaired = found[1]
+    inputs = spec.views["display_products"].inputs
+    assert repaired.repair_ends == {s: repaired.pinned_versions[s] for s in inputs}
 
     # 4. Nothing new sends nothing; rows written back as they were: COMPLETE without output.
     assert lake.run(spec, "display_products").outcome.value == "skipped"

@@ -177,9 +177,11 @@ def test_as_of_an_earlier_output_version_the_row_is_what_the_first_batch_wrote(s
     assert doc["output"]["version"] == 1
     assert doc["row"]["name"] == "pen"
     assert (doc["last_change"]["batch_id"], doc["last_change"]["change"]) == (1, "insert")
-    assert data(next(c for c in doc["changes"] if c["source"] == "products")["rows"]) == [
-        (1, "insert", "pen")
-    ]
+    # A full refresh read no changes: it derived every key from the inputs at its pins.
+    assert (doc["changes_of_batch"], doc["changes"]) == (1, [])
+    assert any("batch 1 was a full refresh" in n for n in doc["notes"])
+    left = doc["inputs"][0]
+    assert (left["source"], left["version"], left["row"]["name"]) == ("products", 1, "pen")
 
 
 def test_every_reason_a_key_is_not_in_the_view(shop, capsys):
@@ -229,6 +231,14 @@ def test_a_key_or_version_the_view_does_not_have_exits_2_with_what_to_do(shop, c
     assert "fix:" in out
     if argv[0] == "nope":
         assert "use one of: logos" in out
+
+
+def test_an_error_under_json_is_a_document_for_tools(shop, capsys):
+    assert main(["explain", shop, "nope", "p1", "--json"]) == 2
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert (error["type"], error["what"]) == ("SpecError", "unknown view 'nope'")
+    assert error["fix"] == "use one of: logos"
+    assert error["where"].endswith("(at 'views')")
 
 
 def test_the_command_line_takes_a_key_of_several_values_a_version_and_json():

@@ -77,6 +77,7 @@ def explanation(**changes) -> Explanation:  # noqa: ANN003 - the fields to chang
             ),
             ChangeRows("merchants", Role.RIGHT, 2, 2, []),
         ],
+        "changes_of": 7,
         "reason": None,
         "notes": [],
     }

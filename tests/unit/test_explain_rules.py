@@ -18,7 +18,7 @@ from lakejoin.cli.explain_rules import (
     why_not_derived,
     why_not_joined,
 )
-from lakejoin.errors import CommandError
+from lakejoin.errors import BatchStateError, CommandError
 from lakejoin.spec.model import JoinHow
 from lakejoin.views.rekey import Resolution
 
@@ -49,6 +49,14 @@ def test_a_wrong_number_of_values_names_the_key_and_how_to_give_it():
     assert "view 'lines' is keyed by (tenant, line_no): 2 value(s) expected" in message
     assert "got 1: 'acme'" in message
     assert "lakejoin explain SPEC lines <tenant> <line_no>" in message
+
+
+def test_a_key_column_the_output_lacks_says_the_definition_changed():
+    with pytest.raises(BatchStateError) as error:
+        key_values("lines", ("tenant", "line_no"), {"line_no": "integer"}, ["acme", "2"])
+    message = str(error.value)
+    assert "the output of view 'lines' has no column tenant of the key (tenant, line_no)" in message
+    assert "fix: run the view" in message
 
 
 @pytest.mark.parametrize(
@@ -292,7 +300,7 @@ def test_a_keys_history_is_read_backwards_in_growing_windows(tmp_path):
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from lakejoin.cli.explain import HISTORY_WINDOW, _key_history
+    from lakejoin.cli.explain_inputs import HISTORY_WINDOW, key_history
 
     path = str(tmp_path)
     write_deltalake(
@@ -301,8 +309,8 @@ def test_a_keys_history_is_read_backwards_in_growing_windows(tmp_path):
     for n in range(1, 3 * HISTORY_WINDOW):  # more commits than two windows
         write_deltalake(path, pa.table({"id": [f"k{n}"], "n": [n]}), mode="append")
     last = 3 * HISTORY_WINDOW - 1
-    found = _key_history(path, last, ("id",), ("old",))
+    found = key_history(path, last, ("id",), ("old",))
     assert [(r["id"], r["_commit_version"]) for r in found] == [("old", 0)]
-    assert [r["_commit_version"] for r in _key_history(path, last, ("id",), (f"k{last}",))] == [last]
-    assert [r["_commit_version"] for r in _key_history(path, last, ("id",), ("k2",))] == [2]
-    assert _key_history(path, last, ("id",), ("never",)) == []
+    assert [r["_commit_version"] for r in key_history(path, last, ("id",), (f"k{last}",))] == [last]
+    assert [r["_commit_version"] for r in key_history(path, last, ("id",), ("k2",))] == [2]
+    assert key_history(path, last, ("id",), ("never",)) == []

@@ -37,6 +37,17 @@ def test_a_marker_stamps_its_part_and_reads_back_from_the_commit():
     assert (pre.txn_version, final.txn_version) == (6, 7)
     assert BatchMarker.from_commit({"userMetadata": final.as_json()}) == final
     assert json.loads(final.as_json())["lakejoin"] == 2
+    assert "ends" not in json.loads(final.as_json())  # only a repair's marker says where it ended
+
+
+def test_a_repair_marker_carries_where_each_range_it_re_derived_ended():
+    pins = {"products": 9, "merchants": 4}
+    repair = BatchMarker(
+        4, FINAL, BatchMode.REPAIR, {"products": 2, "merchants": 4}, pins, repair_ends={"products": 5}
+    )
+
+    assert json.loads(repair.as_json())["ends"] == {"products": 5}
+    assert BatchMarker.from_commit({"userMetadata": repair.as_json()}) == repair
 
 
 @pytest.mark.parametrize(

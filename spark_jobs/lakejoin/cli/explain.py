@@ -21,20 +21,17 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from lakejoin.cli.explain_inputs import READERS, Feed, pin, read_rows
+from lakejoin.cli.explain_inputs import READERS, Ask, Feed, key_history, read_rows
 from lakejoin.cli.explain_model import BatchInfo, ChangeRows, Explanation
 from lakejoin.cli.explain_rules import change_of, key_values
 from lakejoin.cli.explain_text import render
 from lakejoin.delta import lookups
 from lakejoin.delta.log import BatchLog
 from lakejoin.delta.markers import FINAL, BatchMarker, find_commit
-from lakejoin.delta.records import BatchRecord, BatchStatus
+from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus
 from lakejoin.errors import BatchStateError, CommandError
 from lakejoin.spec.definition import output_key
 from lakejoin.spec.model import PipelineSpec, View
-
-# Commits in the first window of a key's history, read newest first (_key_history).
-HISTORY_WINDOW = 8
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -67,7 +64,7 @@ def explain(spec: PipelineSpec, name: str, texts: Sequence[str], *, at: int | No
     logged = {r.batch_id: r for r in BatchLog.of(spec).history(name) if r.status is BatchStatus.COMMITTED}
     notes: list[str] = []
     try:
-        history = _key_history(view.path, version, key, values)
+        history = key_history(view.path, version, key, values)
     except Exception as exc:  # noqa: BLE001 - delta-rs: change files vacuumed, a log cleaned up
         history = None
         notes.append(f"the output's change feed up to version {version} cannot be read ({exc})")
@@ -82,7 +79,11 @@ def explain(spec: PipelineSpec, name: str, texts: Sequence[str], *, at: int | No
                 fix=f"run the view first: lakejoin run {spec.file} --view {name}",
             )
         read_at = _batch(found[0], found[1], found[2], logged)
-    reading = READERS[view.kind](spec, view, values, read_at, row is None, notes)
+    # A key a batch deleted is explained at the pins of the newest batch (of which the output is
+    # a function), and by the changes of the batch that deleted it.
+    changed = last_change if last_change is not None and last_change.batch_id is not None else read_at
+    ask = Ask(spec, view, values, read_at, row is None, notes, history)
+    reading = READERS[view.kind](ask)
     return Explanation(
         pipeline=spec.name,
         view=name,
@@ -96,7 +97,8 @@ def explain(spec: PipelineSpec, name: str, texts: Sequence[str], *, at: int | No
         read_at=read_at,
         inputs=reading.inputs,
         choice=reading.choice,
-        changes=_changes(reading.feeds, read_at, notes),
+        changes=_changes(reading.feeds, changed, notes),
+        changes_of=changed.batch_id,
         reason=reading.reason if row is None else None,
         notes=notes,
     )
@@ -123,22 +125,6 @@ def _output(spec: PipelineSpec, view: View, at: int | None) -> Any:
             where=f"lakejoin explain --at {at}",
             fix=f"give a version the output's log still holds, at most {latest} (see lakejoin status)",
         ) from None
-
-
-def _key_history(
-    path: str, version: int, key: tuple[str, ...], values: tuple[Any, ...]
-) -> list[dict[str, Any]]:
-    """The output's change rows of one key, read backwards from `version` in windows of commits
-    that grow fourfold, down to the newest window that holds any (empty: the key was never
-    written). A key changed recently costs a read of the last few commits, not of the whole
-    feed, and versions VACUUM removed are reached only for a key untouched since them."""
-    window, last = HISTORY_WINDOW, version
-    while True:
-        first = max(0, last - window + 1)
-        rows = lookups.read_key_changes(path, first, last, key, [values])
-        if rows or first == 0:
-            return rows
-        window, last = window * 4, first - 1
 
 
 def _last_change(view: View, rows: list[dict[str, Any]], logged: dict[int, BatchRecord]) -> BatchInfo:
@@ -173,19 +159,42 @@ def _batch(
         pinned_versions=dict(marker.pinned_versions) if marker else {},
         notes=dict(record.notes) if record else {},
         change=change,
+        repair_ends=dict(marker.repair_ends) if marker else {},
     )
 
 
 def _changes(feeds: list[Feed], batch: BatchInfo, notes: list[str]) -> list[ChangeRows]:
-    """Each input's change rows in the batch's range (start, pinned], for the keys that lead to
-    the row, one entry per input."""
+    """Each input's change rows in the range the batch read, (start, pinned] (a repair's:
+    (start, end of the repaired range]), for the keys that lead to the row, one entry per
+    input. A full refresh read no changes: it derived every key from the inputs at its pins."""
+    if batch.mode == BatchMode.FULL_REFRESH.value:
+        notes.append(
+            f"batch {batch.batch_id} was a full refresh: it read no changes, it derived every key "
+            "from the inputs at its pins"
+        )
+        return []
     grouped: dict[str, Feed] = {}
     for source, role, key, values in feeds:
         wanted = grouped.setdefault(source.name, (source, role, key, []))[3]
         wanted += [v for v in dict.fromkeys(values) if None not in v and v not in wanted]
     out = []
     for source, role, key, values in grouped.values():
-        first, last = batch.start_versions.get(source.name, -1) + 1, pin(batch, source)
+        if source.name not in batch.pinned_versions:
+            notes.append(
+                f"batch {batch.batch_id} did not read {source.name}: the view's definition changed since"
+            )
+            continue
+        first = batch.start_versions.get(source.name, -1) + 1
+        last = batch.pinned_versions[source.name]
+        if batch.mode == BatchMode.REPAIR.value:
+            if source.name in batch.repair_ends:
+                last = batch.repair_ends[source.name]
+            else:
+                notes.append(
+                    f"batch {batch.batch_id} is a repair whose marker does not record where its "
+                    f"range of {source.name} ended (written before lakejoin recorded it): its changes are "
+                    "listed up to its pin"
+                )
         try:
             rows, note = lookups.read_key_changes(source.path, first, last, key, values), ""
         except Exception as exc:  # noqa: BLE001 - delta-rs: change files vacuumed, a log cleaned up

@@ -18,7 +18,15 @@ from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from lakejoin.cli.explain_model import Absence, BatchInfo, Explanation, InputRow, jsonable, shown_key
+from lakejoin.cli.explain_model import (
+    Absence,
+    BatchInfo,
+    Explanation,
+    InputRow,
+    changes_title,
+    jsonable,
+    shown_key,
+)
 from lakejoin.errors import CommandError, LakejoinError
 from lakejoin.quality.report_pages import document, link, table, versions_table
 from lakejoin.spec.definition import output_key
@@ -169,7 +177,7 @@ def answer(found: Explanation, spec_file: str, texts: Sequence[str], at: str, pa
             f"{escape(choice.resolution.value)})</span></p>"
             + table(["master", "last change of content (version)", ""], masters, {1})
         )
-    out.append("<h2>Changes that reached it</h2>" + changes_table(found))
+    out.append(f"<h2>{escape(changes_title(found))}</h2>" + changes_table(found))
     if found.notes:
         out.append("<h2>Notes</h2><ul>" + "".join(f"<li>{escape(n)}</li>" for n in found.notes) + "</ul>")
     return "".join(out)

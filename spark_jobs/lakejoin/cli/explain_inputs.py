@@ -26,6 +26,22 @@ from lakejoin.views.context import STATE
 from lakejoin.views.rekey import SINCE, Resolution, resolution
 
 Feed = tuple[Source, Role, Key, list[tuple[Any, ...]]]  # an input's keys whose changes lead to the row
+HISTORY_WINDOW = 8  # commits in the first window of a key's history, read newest first (key_history)
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One key of a view to explain at a batch's pins: `absent` when the view has no row for
+    it, `history` the output's change rows of the key (None: they could not be read), `notes`
+    what the answer adds of what could not be read."""
+
+    spec: PipelineSpec
+    view: View
+    values: tuple[Any, ...]
+    batch: BatchInfo
+    absent: bool
+    notes: list[str]
+    history: list[dict[str, Any]] | None
 
 
 @dataclass(frozen=True)
@@ -72,65 +88,68 @@ def pin(batch: BatchInfo, source: Source) -> int:
 
 
 def _looked_up(
-    source: Source,
-    role: Role,
-    batch: BatchInfo,
-    value: tuple[Any, ...],
-    *,
-    how: JoinHow | None = None,
-    history: bool = False,
+    ask: Ask, source: Source, role: Role, value: tuple[Any, ...], *, how: JoinHow | None = None
 ) -> InputRow:
-    """The row of `source` keyed by `value` at the batch's pin; with `history`, a missing row's
-    delete is looked for in the source's change feed (None when it cannot be read)."""
-    version = pin(batch, source)
+    """The row of `source` keyed by `value` at the batch's pin; for an absent key, a missing
+    row's delete is looked for in the source's change feed."""
+    version = pin(ask.batch, source)
     if None in value:
         return InputRow(role, source.name, version, None, None, how=how)
     rows = read_rows(source.path, version, source.key, [value], f"source '{source.name}'")
-    gone = _deleted_at(source, value, version) if history and not rows else None
+    gone = _deleted_at(source, value, version, ask.notes) if ask.absent and not rows else None
     key = dict(zip(source.key, value, strict=True))
     return InputRow(role, source.name, version, key, rows[0] if rows else None, how=how, deleted_at=gone)
 
 
-def _deleted_at(source: Source, value: tuple[Any, ...], version: int) -> int | None:
+def key_history(path: str, version: int, key: Key, values: tuple[Any, ...]) -> list[dict[str, Any]]:
+    """The change rows of one key of the table at `path`, read backwards from `version` in
+    windows of commits that grow fourfold, down to the newest window that holds any (empty: the
+    key was never written). A key changed recently costs a read of the last few commits, not of
+    the whole feed, and versions VACUUM removed are reached only for a key untouched since."""
+    window, last = HISTORY_WINDOW, version
+    while True:
+        first = max(0, last - window + 1)
+        rows = lookups.read_key_changes(path, first, last, key, [values])
+        if rows or first == 0:
+            return rows
+        window, last = window * 4, first - 1
+
+
+def _deleted_at(source: Source, value: tuple[Any, ...], version: int, notes: list[str]) -> int | None:
     """The version of `source` up to `version` that deleted the row of `value`, from its change
-    feed (None: it was never deleted, or the feed cannot be read: not knowing since when is no
-    error)."""
+    feed read backwards (None: it was never deleted, or the feed cannot be read, which `notes`
+    says: not knowing since when is no error)."""
     try:
-        return deleted_at(lookups.read_key_changes(source.path, 0, version, source.key, [value]))
-    except Exception:  # noqa: BLE001 - delta-rs: change files vacuumed, a log cleaned up
+        return deleted_at(key_history(source.path, version, source.key, value))
+    except Exception as exc:  # noqa: BLE001 - delta-rs: change files vacuumed, a log cleaned up
+        notes.append(f"when {source.name} lost the row {value!r} is not known: its change feed ({exc})")
         return None
 
 
-def _driving(
-    source: Source, role: Role, batch: BatchInfo, values: tuple[Any, ...], absent: bool
-) -> tuple[list[InputRow], list[Feed]]:
+def _driving(ask: Ask, source: Source, role: Role) -> tuple[list[InputRow], list[Feed]]:
     """The row a joining kind starts from (the left row, the fact) and the feed of its key."""
-    return [_looked_up(source, role, batch, values, history=absent)], [(source, role, source.key, [values])]
+    return [_looked_up(ask, source, role, ask.values)], [(source, role, source.key, [ask.values])]
 
 
-def _fk_join(
-    spec: PipelineSpec, view: View, values: tuple[Any, ...], batch: BatchInfo, absent: bool, notes: list[str]
-) -> Reading:
-    join = view.fk_join
-    left, right = spec.sources[join.left], spec.sources[join.right]
-    inputs, feeds = _driving(left, Role.LEFT, batch, values, absent)
+def _fk_join(ask: Ask) -> Reading:
+    join = ask.view.fk_join
+    left, right = ask.spec.sources[join.left], ask.spec.sources[join.right]
+    inputs, feeds = _driving(ask, left, Role.LEFT)
     if inputs[0].row is not None:
         fk = tuple(inputs[0].row[c] for c in join.fk)
-        inputs.append(_looked_up(right, Role.RIGHT, batch, fk, how=join.how, history=absent))
+        inputs.append(_looked_up(ask, right, Role.RIGHT, fk, how=join.how))
         feeds.append((right, Role.RIGHT, right.key, [fk]))
-    return Reading(inputs, feeds, why_not_joined(inputs) if absent else None)
+    return Reading(inputs, feeds, why_not_joined(inputs) if ask.absent else None)
 
 
-def _list_join(
-    spec: PipelineSpec, view: View, values: tuple[Any, ...], batch: BatchInfo, absent: bool, notes: list[str]
-) -> Reading:
-    join = view.list_join
-    left, right = spec.sources[join.left], spec.sources[join.right]
-    inputs, feeds = _driving(left, Role.LEFT, batch, values, absent)
+def _list_join(ask: Ask) -> Reading:
+    join = ask.view.list_join
+    left, right = ask.spec.sources[join.left], ask.spec.sources[join.right]
+    inputs, feeds = _driving(ask, left, Role.LEFT)
     if inputs[0].row is not None:
         elements = list_elements(inputs[0].row[join.list], right.key, drop=join.duplicates is Duplicates.DROP)
         wanted = list(dict.fromkeys(e for e in elements if e is not None and None not in e))
-        version = pin(batch, right)
+        version = pin(ask.batch, right)
         rows = read_rows(right.path, version, right.key, wanted, f"source '{right.name}'") if wanted else []
         found = {tuple(r[c] for c in right.key): r for r in rows}
         inputs += [
@@ -146,71 +165,85 @@ def _list_join(
             for i, e in enumerate(elements)
         ]
         feeds.append((right, Role.ELEMENT, right.key, wanted))
-    return Reading(inputs, feeds, why_not_joined(inputs) if absent else None)
+    return Reading(inputs, feeds, why_not_joined(inputs) if ask.absent else None)
 
 
-def _enrich(
-    spec: PipelineSpec, view: View, values: tuple[Any, ...], batch: BatchInfo, absent: bool, notes: list[str]
-) -> Reading:
-    enrich = view.enrich
-    fact = spec.sources[enrich.fact]
-    inputs, feeds = _driving(fact, Role.FACT, batch, values, absent)
+def _enrich(ask: Ask) -> Reading:
+    """The fact and each dimension's row. In lookup mode a dimension's change reaches no
+    enriched row (only a fact's change re-enriches it), so only the fact's feed is read."""
+    enrich = ask.view.enrich
+    fact = ask.spec.sources[enrich.fact]
+    lookup = enrich.mode is EnrichMode.LOOKUP
+    inputs, feeds = _driving(ask, fact, Role.FACT)
     if inputs[0].row is not None:
         for d in enrich.dimensions:
-            table, fk = spec.sources[d.table], tuple(inputs[0].row[c] for c in d.fk)
-            inputs.append(_looked_up(table, Role.DIMENSION, batch, fk, how=d.how, history=absent))
-            feeds.append((table, Role.DIMENSION, table.key, [fk]))
-    lookup = enrich.mode is EnrichMode.LOOKUP
-    return Reading(inputs, feeds, why_not_joined(inputs, lookup=lookup) if absent else None)
+            table, fk = ask.spec.sources[d.table], tuple(inputs[0].row[c] for c in d.fk)
+            inputs.append(_looked_up(ask, table, Role.DIMENSION, fk, how=d.how))
+            if not lookup:
+                feeds.append((table, Role.DIMENSION, table.key, [fk]))
+    return Reading(inputs, feeds, why_not_joined(inputs, lookup=lookup) if ask.absent else None)
 
 
-def _rekey(
-    spec: PipelineSpec, view: View, values: tuple[Any, ...], batch: BatchInfo, absent: bool, notes: list[str]
-) -> Reading:
+def _rekey(ask: Ask) -> Reading:
     """The master rows holding the derived key at the pin and the rule that kept one (or all);
-    for a key not in the view, the masters that held it, from the master's change feed (a
-    `unique: false` view's key names its master)."""
-    rekey = view.rekey
-    master = spec.sources[rekey.source]
+    for a key not in the view, the masters that held it (from the output's history of the key,
+    whose rows name their master)."""
+    rekey = ask.view.rekey
+    master = ask.spec.sources[rekey.source]
     v, k = rekey.key, master.key
-    derived, version = values[: len(v)], pin(batch, master)
-    rows = read_rows(master.path, version, v, [derived], f"source '{master.name}'")
+    derived, version = ask.values[: len(v)], pin(ask.batch, master)
+    claims = _claims(ask, derived)
+    if claims is None:  # no index to read: the master itself, by a column its files are not sorted by
+        rows = read_rows(master.path, version, v, [derived], f"source '{master.name}'")
+        claims = {tuple(r[c] for c in k): None for r in rows}
+    else:
+        masters = list(claims)
+        rows = read_rows(master.path, version, k, masters, f"source '{master.name}'") if masters else []
+        rows = [r for r in rows if tuple(r[c] for c in v) == derived]  # else the index drifted
     if not rekey.unique:
-        rows = [r for r in rows if tuple(r[c] for c in k) == values[len(v) :]]
+        rows = [r for r in rows if tuple(r[c] for c in k) == ask.values[len(v) :]]
     holders = [InputRow(Role.MASTER, master.name, version, {c: r[c] for c in k}, r) for r in rows]
+    # A batch's changes by the derived key: the masters that came to hold it and those that left.
     feeds: list[Feed] = [(master, Role.MASTER, v, [derived])]
-    if absent:
-        former = [values[len(v) :]]
-        if rekey.unique:
-            try:
-                changes = lookups.read_key_changes(master.path, 0, version, v, [derived])
-            except Exception as exc:  # noqa: BLE001 - delta-rs: change files vacuumed
-                changes = []
-                notes.append(
-                    f"the change feed of {master.name} up to version {version} cannot be read ({exc})"
-                )
-            former = list(dict.fromkeys(tuple(r[c] for c in k) for r in changes))
-        claimants = holders or [_looked_up(master, Role.MASTER, batch, m, history=True) for m in former]
+    if ask.absent:
+        former = _former_masters(ask, k) if rekey.unique else [ask.values[len(v) :]]
+        claimants = holders or [_looked_up(ask, master, Role.MASTER, m) for m in former]
         return Reading(claimants, feeds, why_not_derived(v, claimants, claimed=bool(holders)))
     rule = resolution(rekey.unique, rekey.on_conflict)
-    since = _last_changes(spec, view, batch, k, [tuple(h.row[c] for c in k) for h in holders if h.row])
-    claims = [(h.key or {}, since.get(tuple((h.key or {}).values()))) for h in holders]
-    chosen, text = rekey_choice(rule, claims)
+    found = [(h.key or {}, claims.get(tuple((h.key or {}).values()))) for h in holders]
+    chosen, text = rekey_choice(rule, found)
     return Reading(
-        holders, feeds, choice=Choice(rule, chosen, claims if rule is Resolution.LATEST else [], text)
+        holders, feeds, choice=Choice(rule, chosen, found if rule is Resolution.LATEST else [], text)
     )
 
 
-def _last_changes(
-    spec: PipelineSpec, view: View, batch: BatchInfo, key: Key, masters: list[tuple[Any, ...]]
-) -> dict[tuple[Any, ...], int]:
-    """Each master's commit version of its last change of content, from the rekey's index at
-    the batch's pin (empty when it has none, or delta-rs cannot read it)."""
-    version = batch.pinned_versions.get(STATE, -1)
-    if version < 0 or len(masters) < 2:
-        return {}
-    rows = lookups.read_keys(state_path(spec, view), version, key, masters, [*key, SINCE])
-    return {} if rows is None else {tuple(r[c] for c in key): int(r[SINCE]) for r in rows.to_pylist()}
+def _claims(ask: Ask, derived: tuple[Any, ...]) -> dict[tuple[Any, ...], int | None] | None:
+    """The master keys claiming `derived` and each one's commit version of its last change of
+    content, from the rekey's index at the batch's pin: a Delta table clustered by the derived
+    key, so the lookup reads the few files that hold it. None when there is no index at the pin
+    or delta-rs cannot read it."""
+    version = ask.batch.pinned_versions.get(STATE, -1)
+    path = state_path(ask.spec, ask.view)
+    k = ask.spec.sources[ask.view.rekey.source].key
+    if version < 0 or not lookups.literal_keys([derived]):
+        return None
+    try:
+        rows = lookups.read_keys(path, version, ask.view.rekey.key, [derived], [*k, SINCE])
+    except Exception as exc:  # noqa: BLE001 - delta-rs: a version vacuumed, a log cleaned up
+        ask.notes.append(f"the rekey index {path} cannot be read at version {version} ({exc})")
+        return None
+    if rows is None:
+        return None
+    return {tuple(r[c] for c in k): int(r[SINCE]) for r in rows.to_pylist()}
+
+
+def _former_masters(ask: Ask, k: Key) -> list[tuple[Any, ...]]:
+    """The masters whose rows the output held under the explained derived key, newest first,
+    from the output's history of the key (its rows carry the master key)."""
+    if ask.history is None:
+        return []
+    rows = [r for r in reversed(ask.history) if all(c in r for c in k)]
+    return list(dict.fromkeys(tuple(r[c] for c in k) for r in rows))
 
 
 READERS: dict[ViewKind, Callable[..., Reading]] = {

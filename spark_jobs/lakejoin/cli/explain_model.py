@@ -104,6 +104,7 @@ class BatchInfo:
     pinned_versions: dict[str, int]
     notes: dict[str, str] = field(default_factory=dict)
     change: str | None = None  # insert, update, delete
+    repair_ends: dict[str, int] = field(default_factory=dict)  # a repair's range ends (markers.py)
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,8 @@ class Explanation:
     read_at: BatchInfo  # the batch at whose pins the inputs were read
     inputs: list[InputRow]
     choice: Choice | None
-    changes: list[ChangeRows]
+    changes: list[ChangeRows]  # the change rows of batch `changes_of` that reached the key
+    changes_of: int | None
     reason: Reason | None
     notes: list[str]
 
@@ -153,6 +155,7 @@ class Explanation:
             "read_at": _batch(self.read_at),
             "inputs": [_input(i) for i in self.inputs],
             "rule": None if self.choice is None else _choice(self.choice),
+            "changes_of_batch": self.changes_of,
             "changes": [
                 {
                     "source": c.source,
@@ -182,6 +185,7 @@ def _batch(batch: BatchInfo | None) -> dict[str, Any] | None:
         "change": batch.change,
         "start_versions": batch.start_versions,
         "pinned_versions": batch.pinned_versions,
+        "repair_ends": batch.repair_ends,
         "notes": batch.notes,
     }
 
@@ -222,6 +226,13 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, bytes):
         return base64.b64encode(value).decode()
     return value
+
+
+def changes_title(found: Explanation) -> str:
+    """The heading of the changes that reached the key, naming the batch they are from."""
+    if found.changes_of is None:
+        return "changes that reached it"
+    return f"changes of batch {found.changes_of} that reached it"
 
 
 def shown_key(key: Mapping[str, Any]) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lakejoin.cli.explain_model import Absence, InputRow, Reason, Role, shown_key
-from lakejoin.errors import CommandError
+from lakejoin.errors import BatchStateError, CommandError
 from lakejoin.spec.model import JoinHow, Key, shown
 from lakejoin.views.rekey import Resolution
 
@@ -38,7 +38,16 @@ def key_values(view: str, key: Key, types: Mapping[str, str], texts: Sequence[st
             where="lakejoin explain",
             fix=f"give one value per key column: {usage}",
         )
-    return tuple(_converted(view, c, types.get(c, "?"), t, usage) for c, t in zip(key, texts, strict=True))
+    absent = [c for c in key if c not in types]
+    if absent:
+        raise BatchStateError(
+            f"the output of view '{view}' has no column {shown(tuple(absent))} of the key {shown(key)} "
+            "the spec gives it: the view's definition changed since that output version was written",
+            where=f"view '{view}' output",
+            fix=f"run the view (a changed key rebuilds it), or explain an output version written "
+            f"under today's key: {usage} --at VERSION",
+        )
+    return tuple(_converted(view, c, types[c], t, usage) for c, t in zip(key, texts, strict=True))
 
 
 def _converted(view: str, column: str, kind: str, text: str, usage: str) -> Any:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from rich.markup import escape
 from rich.table import Table
 
-from lakejoin.cli.explain_model import Absence, BatchInfo, Explanation, InputRow, shown_key
+from lakejoin.cli.explain_model import Absence, BatchInfo, Explanation, InputRow, changes_title, shown_key
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -35,7 +35,7 @@ def render(console: Console, found: Explanation, spec_file: str) -> None:
     console.print(_inputs(found.inputs))
     if found.choice is not None:
         console.print(f"rule: {escape(found.choice.text)}", highlight=False)
-    changes = Table(title="changes that reached it", title_justify="left")
+    changes = Table(title=changes_title(found), title_justify="left")
     for column in ("input", "version", "change", "row"):
         changes.add_column(column)
     for feed in found.changes:

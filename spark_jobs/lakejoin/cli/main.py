@@ -15,6 +15,7 @@ the spec (nothing ran), or the first failure under `--fail-fast`.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -142,6 +143,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _report(console, spec, args.view, last=args.last)
         return _status(console, spec)
     except LakejoinError as exc:
+        if getattr(args, "json", False):  # a tool reads stdout: the error as a document, exit 2
+            error = {"type": type(exc).__name__, "what": exc.what, "where": exc.where, "fix": exc.fix}
+            print(json.dumps({"error": error}, indent=2))
+            return 2
         console.print(f"[bold red]error[/] {type(exc).__name__}: {exc}", highlight=False, soft_wrap=True)
         return 2
 

@@ -58,6 +58,9 @@ class BatchMarker:
     pinned_versions: dict[str, int]
     run: str = field(default_factory=lambda: uuid.uuid4().hex)  # tells this run's commits apart
     definition: dict[str, Any] | None = None  # the view's definition (spec/definition.py)
+    # A repair's last version of each range it re-derived (start, end]; its pins stay the
+    # committed batch's, so they do not say where the range ended.
+    repair_ends: dict[str, int] = field(default_factory=dict)
 
     @property
     def txn_version(self) -> int:
@@ -74,6 +77,7 @@ class BatchMarker:
                 "pins": self.pinned_versions,
                 "run": self.run,
                 **({"definition": self.definition} if self.definition is not None else {}),
+                **({"ends": self.repair_ends} if self.repair_ends else {}),
             },
             sort_keys=True,
         )
@@ -95,6 +99,7 @@ class BatchMarker:
             pinned_versions={k: int(v) for k, v in meta["pins"].items()},
             run=str(meta.get("run", "")),
             definition=meta.get("definition") if isinstance(meta.get("definition"), dict) else None,
+            repair_ends={k: int(v) for k, v in (meta.get("ends") or {}).items()},
         )
 
 

@@ -78,7 +78,13 @@ class BatchPlan:
     def marker(self, part: str, pinned_versions: Mapping[str, int] | None = None) -> BatchMarker:
         pins = dict(self.pinned_versions if pinned_versions is None else pinned_versions)
         return BatchMarker(
-            self.batch_id, part, self.mode, dict(self.start_versions), pins, definition=self.definition
+            self.batch_id,
+            part,
+            self.mode,
+            dict(self.start_versions),
+            pins,
+            definition=self.definition,
+            repair_ends=dict(self.repair_ends),
         )
 
 
