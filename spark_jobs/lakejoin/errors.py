@@ -72,7 +72,12 @@ class ExpectationSuiteError(LakejoinError):
 
 
 class ConcurrentBatchError(LakejoinError):
-    """Another run of the same view committed the batch this run was writing."""
+    """Another commit landed on a table while this run's batch was writing it."""
+
+
+class CommittedElsewhereError(ConcurrentBatchError):
+    """Another run of the same view committed the batch this run was writing: the batch is in,
+    once; this run has nothing left to do (engine/batch.py reports it as nothing new)."""
 
 
 class DefinitionChangedError(LakejoinError):

@@ -17,7 +17,7 @@ import pytest
 from lakejoin.delta import key_ranges, lookups, markers, sql_text
 from lakejoin.delta.markers import FINAL, PRE, BatchMarker, OutputCommit, operation_metrics
 from lakejoin.delta.records import BatchMode
-from lakejoin.errors import ConcurrentBatchError
+from lakejoin.errors import CommittedElsewhereError, ConcurrentBatchError
 from lakejoin.sink import choice, driver_merge
 from lakejoin.sink.merge_terms import MergeCounts
 from lakejoin.sink.output_counts import final_counts
@@ -51,8 +51,31 @@ def test_a_write_reports_its_counts_with_the_batch_commits_version(monkeypatch, 
 def test_a_batch_commit_delta_skipped_means_another_run_committed_the_batch(monkeypatch):
     monkeypatch.setattr(markers, "find_commit", lambda path, wanted: None)
 
-    with pytest.raises(ConcurrentBatchError, match="another run committed batch 3 first"):
+    with pytest.raises(CommittedElsewhereError, match="another run committed batch 3 first"):
         final_counts("/out", COMMIT, WRITTEN)
+
+
+@pytest.mark.parametrize(("txn", "elsewhere"), [(7, True), (9, True), (5, False), (None, False)])
+def test_a_conflict_with_another_runs_commit_of_this_batch_is_the_batch_committed(tmp_path, txn, elsewhere):
+    """Batch 3 commits with txn version 7 (markers.py): a conflict after it (or a later batch)
+    landed leaves this run nothing to do; before it, the conflict stays an error."""
+    import pyarrow as pa
+    from deltalake import CommitProperties, Transaction, write_deltalake
+
+    from lakejoin.engine.write import _or_committed
+
+    path = str(tmp_path / "out")
+    done = [Transaction(app_id="app", version=txn)] if txn is not None else None
+    write_deltalake(path, pa.table({"k": [1]}), commit_properties=CommitProperties(app_transactions=done))
+    conflict = ConcurrentBatchError("another commit landed on this table", where="out")
+
+    found = _or_committed(conflict, path, COMMIT)
+
+    assert isinstance(found, CommittedElsewhereError) is elsewhere
+    if elsewhere:
+        assert "another run committed batch 3 first" in found.what
+    else:
+        assert found is conflict
 
 
 @pytest.mark.parametrize(

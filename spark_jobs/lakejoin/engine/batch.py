@@ -25,7 +25,7 @@ from lakejoin.engine.kinds import view_logic
 from lakejoin.engine.lineage import BatchLineage
 from lakejoin.engine.plan import BatchPlan, Skip, input_columns, latest_pin, plan_batch, plan_repair
 from lakejoin.engine.write import state_path, write_output, write_state
-from lakejoin.errors import KeyConflictError, QualityCheckError, RepairError
+from lakejoin.errors import CommittedElsewhereError, KeyConflictError, QualityCheckError, RepairError
 from lakejoin.quality import checks as quality
 from lakejoin.sink.key_upsert import enabled as upsert_enabled
 from lakejoin.spec.definition import fingerprint
@@ -172,6 +172,16 @@ def run_view(
     lineage.start()
     try:
         _run_planned(spark, spec, view, kind, log, plan, summary, clock, lineage, checks=checks)
+    except CommittedElsewhereError as exc:
+        # Another run of the view committed this batch (same id, same run id in lineage, whose
+        # events that run sends): the batch is in once, and this run has nothing new to do.
+        summary.outcome, summary.reason = (
+            BatchOutcome.SKIPPED,
+            f"nothing new (another run committed batch {plan.batch_id})",
+        )
+        summary.notes["output"] = exc.what
+        clock.enter(None)
+        return summary
     except BaseException as exc:
         lineage.fail(exc)
         raise

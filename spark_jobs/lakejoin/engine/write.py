@@ -7,8 +7,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lakejoin.delta.markers import FINAL, PRE, OutputCommit, app_id, idempotent
-from lakejoin.errors import ConcurrentBatchError
+from lakejoin.delta.markers import FINAL, PRE, OutputCommit, app_id, idempotent, output_batches
+from lakejoin.errors import CommittedElsewhereError, ConcurrentBatchError
 from lakejoin.sink.choice import merge_affected, merge_full, replace_output, upsert_affected
 from lakejoin.sink.keyed_tables import drift_error, ensure_output, schema_drift
 from lakejoin.sink.merge_terms import MergeCounts
@@ -106,11 +106,13 @@ def write_output(
                 if rebuilt.affected_count is not None and rebuilt.bounds is not None:
                     known = (affected, rebuilt.affected_count, rebuilt.bounds)
                 counts = merge_affected(spark, view.path, recomputed, affected, keys, commit, known=known)
+    except ConcurrentBatchError as exc:
+        raise _or_committed(exc, view.path, commit) from exc
     except Exception as exc:
         concurrent = _concurrent(exc, plan.batch_id, where=where)
         if concurrent is None:
             raise
-        raise concurrent from exc
+        raise _or_committed(concurrent, view.path, commit) from exc
     assert counts.version is not None
     return OutputWrite(counts, counts.version, note)
 
@@ -163,6 +165,22 @@ def held_rows(
     if bounds is not None:
         table = table.where(bounds.covers())
     return table.join(F.broadcast(affected.select(*keys)), on=keys, how="left_semi")
+
+
+def _or_committed(exc: ConcurrentBatchError, path: str, commit: OutputCommit) -> ConcurrentBatchError:
+    """`exc`, or the news that the batch is in: a conflict with another run's commit of this very
+    batch (its txn version on the output) leaves this run nothing to do."""
+    if isinstance(exc, CommittedElsewhereError):
+        return exc
+    done = output_batches(path, commit.app).last_committed
+    if done is None or done < commit.final.batch_id:
+        return exc
+    return CommittedElsewhereError(
+        f"another run committed batch {commit.final.batch_id} first (its commit landed while this "
+        "run's was being written); this run wrote nothing more",
+        where=f"output {path}",
+        fix="nothing to do: the batch is committed once; run again for newer changes",
+    )
 
 
 def _concurrent(exc: Exception, batch_id: int, *, where: str) -> ConcurrentBatchError | None:

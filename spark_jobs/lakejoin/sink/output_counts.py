@@ -9,7 +9,7 @@ commit Delta skipped is found and told the same way whichever path wrote it.
 from __future__ import annotations
 
 from lakejoin.delta.markers import OutputCommit, operation_metrics
-from lakejoin.errors import ConcurrentBatchError
+from lakejoin.errors import CommittedElsewhereError
 from lakejoin.sink.merge_terms import MergeCounts
 
 
@@ -19,7 +19,7 @@ def final_counts(path: str, commit: OutputCommit, counts: MergeCounts) -> MergeC
     committed this batch first."""
     found = commit.committed(path)
     if found is None:
-        raise ConcurrentBatchError(
+        raise CommittedElsewhereError(
             f"another run committed batch {commit.final.batch_id} first; this run wrote nothing more",
             where=f"output {path}",
             fix="nothing to do: the batch is committed once; run again for newer changes",
