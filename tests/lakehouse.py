@@ -471,3 +471,23 @@ def run_cli_with_failpoint(
         timeout=CLI_TIMEOUT,
         check=False,
     )
+
+
+def status_blocks(output: str) -> dict[str, dict[str, str]]:
+    """`lakejoin status` as {view: {"head": "batch 1, committed, full_refresh", "behind": ...}}:
+    a block per view, its first line `view: head`, then a line per fact, its label right-aligned
+    in the first 11 columns (a fact wrapped onto more lines has a blank label)."""
+    blocks: dict[str, dict[str, str]] = {}
+    current: dict[str, str] | None = None
+    label = ""
+    for line in output.splitlines():
+        if line.startswith(" ") and current is not None and line.strip():
+            if line[:11].strip():
+                label = line[:11].strip()
+                current[label] = line[12:].strip()
+            else:
+                current[label] += line[12:].strip()
+        elif ": " in line and not line.startswith(" "):
+            name, _, head = line.partition(": ")
+            current = blocks.setdefault(name, {"head": head.strip()})
+    return blocks

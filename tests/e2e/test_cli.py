@@ -6,7 +6,16 @@ import pytest
 
 from lakejoin.cli.main import main
 from lakejoin.engine.batch import batch_log
-from tests.lakehouse import ADDRESSES, MASTERS, MERCHANTS, PERSONS, PRODUCTS, output_rows, write_spec
+from tests.lakehouse import (
+    ADDRESSES,
+    MASTERS,
+    MERCHANTS,
+    PERSONS,
+    PRODUCTS,
+    output_rows,
+    status_blocks,
+    write_spec,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -39,9 +48,9 @@ def test_run_summarises_and_status_shows_lag(lake, capsys, monkeypatch):
     lake.upsert("merchants", "merchant_id", [("m1", "Acme Inc", "a.png")])
     lake.upsert("products", "product_id", [("p2", "cup", 2.0, "m2")])
     assert main(["status", spec_file]) == 0
-    status = _table_row(capsys.readouterr().out, "display_products")
-    assert status[1:4] == ["1", "committed", "full_refresh"]
-    assert status[-1] == "products 1, merchants 1"
+    status = status_blocks(capsys.readouterr().out)["display_products"]
+    assert status["head"] == "batch 1, committed, full_refresh"
+    assert status["behind"] == "products 1, merchants 1 (versions)"
 
     assert main(["run", spec_file, "--view", "display_products"]) == 0
     run = _table_row(capsys.readouterr().out, "display_products")
@@ -58,7 +67,8 @@ def test_run_summarises_and_status_shows_lag(lake, capsys, monkeypatch):
     assert lake.output(spec) == lake.expected(spec)
 
     assert main(["status", spec_file]) == 0
-    assert _table_row(capsys.readouterr().out, "display_products")[-1] == "products 0, merchants 0"
+    behind = status_blocks(capsys.readouterr().out)["display_products"]["behind"]
+    assert behind == "products 0, merchants 0 (versions)"
 
 
 def test_a_user_error_is_one_message_and_exit_2(lake, capsys):

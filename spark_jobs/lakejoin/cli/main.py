@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.logging import RichHandler
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -323,15 +324,14 @@ def _status(console: Console, spec: PipelineSpec) -> int:
 
     log = BatchLog.of(spec)
     histories = log.histories(spec.view_order())
-    table = Table(title=f"pipeline {spec.name}")
-    said: list[str] = []
-    for column in ("view", "last batch", "status", "mode", "committed at", "versions", "lag (versions)"):
-        table.add_column(column)
+    # One block per view, a line per fact: it reads whole at 80 columns, where a table of seven
+    # columns cut every cell short.
+    console.print(f"[bold]pipeline {spec.name}[/]", highlight=False)
     for name in spec.view_order():
         view = spec.views[name]
         history = histories.get(name, [])
         if not history:
-            table.add_row(name, "-", "never run", "-", "-", "-", "-")
+            console.print(f"[bold]{name}[/]: never run", highlight=False)
             continue
         record = history[-1]
         done = next((r for r in reversed(history) if r.status.value == "committed"), None)
@@ -345,21 +345,22 @@ def _status(console: Console, spec: PipelineSpec) -> int:
         status = record.status.value + (
             f" ({record.notes['abandoned']})" if "abandoned" in record.notes else ""
         )
+        head = f"batch {record.batch_id}, {escape(status)}, {record.mode.value}"
+        console.print(f"[bold]{name}[/]: {head}", highlight=False)
+        lines = {
+            "committed": f"{done.recorded_at} (batch {done.batch_id})" if done else "never",
+            "pins": _versions(record.pinned_versions),
+            "behind": ", ".join(lags) + " (versions)",
+        }
         if "definition" in record.notes and record.status.value == "committed":  # why it ran in full
-            said.append(f"{name}: batch {record.batch_id} ran in full, {record.notes['definition']}")
-        table.add_row(
-            name,
-            str(record.batch_id),
-            status,
-            record.mode.value,
-            str(done.recorded_at) if done else "-",
-            _versions(record.pinned_versions),
-            ", ".join(lags),
-        )
-    console.print(table)
-    for line in said:
-        console.print(f"[yellow]{line}[/]", highlight=False, soft_wrap=True)
-    console.print(f"[dim]batch log: {log.path}[/]")
+            lines["full run"] = record.notes["definition"]
+        facts = Table.grid(padding=(0, 1, 0, 0))
+        facts.add_column(width=11, justify="right", style="dim")  # a wrapped fact keeps its indent
+        facts.add_column(overflow="fold")
+        for label, text in lines.items():
+            facts.add_row(label, text)
+        console.print(facts)
+    console.print(f"[dim]batch log: {escape(log.path)}[/]", highlight=False)
     return 0
 
 
