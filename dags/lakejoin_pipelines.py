@@ -70,9 +70,10 @@ def pipeline_dag(spec_file: Path, spec: PipelineSpec):  # noqa: ANN201 - an Airf
         tags=["lakejoin"],
         doc_md=__doc__,
         params={
+            # "null" among its types makes the trigger form's field optional (empty: all views).
             "views": Param(
-                [],
-                type="array",
+                None,
+                type=["null", "array"],
                 items={"type": "string", "enum": list(spec.views)},
                 description="Views to run; empty runs all of them.",
             ),
