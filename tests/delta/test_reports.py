@@ -117,6 +117,12 @@ def test_a_failed_user_expectation_stops_the_batch_and_its_page_shows_it(lake, m
     assert lake.run(spec).outcome.value == "committed"
     assert "passed, 1 warning(s)" in (folder / "batch-000001.html").read_text()
     monkeypatch.setattr(data_docs, "DRIVER_ROWS", driver_rows)
+    # GE's Spark engine rendered no condition as a SQL query: for the uniqueness check (a
+    # window) that rendering analysed a filter that cannot be, and Spark's listener bus logged
+    # an ERROR with a JVM stack trace for a batch that was fine (issue 40).
+    first = json.loads((folder / "batch-000001.json").read_text())
+    assert any(c["expectation"].endswith("_unique") for c in first["checks"]), first["checks"]
+    assert not [c for c in first["checks"] if "unexpected_index_query" in (c.get("observed") or {})]
 
     lake.upsert("products", "product_id", [("p2", "gold pen", 50.0, "m1")])
     with pytest.raises(QualityCheckError, match=r"user_suite: expect_column_values_to_be_between\(") as err:
