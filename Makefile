@@ -13,13 +13,19 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 .PHONY: install demo airflow-ui test test-fast lint clean bench bench-smoke
 
-install: $(VENV)/.delta-jars
+install: $(VENV)/.delta-jars $(VENV)/.docs-assets
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	@echo "==> installing Python packages into $(VENV) (pinned by constraints.txt)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -c constraints.txt -e ".[airflow,dev]"
+	touch $@
+
+# The scripts, styles and fonts of Great Expectations' Data Docs, from npm (npm pack), shipped
+# with every Data Docs site so that its pages work offline (lakejoin/quality/docs_assets.py).
+$(VENV)/.docs-assets: $(VENV)/.installed spark_jobs/lakejoin/quality/docs_assets.py
+	$(BIN)/python -m lakejoin.quality.docs_assets
 	touch $@
 
 $(VENV)/.delta-jars: $(VENV)/.installed

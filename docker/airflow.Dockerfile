@@ -2,7 +2,7 @@
 FROM apache/airflow:3.3.2-python3.11
 USER root
 RUN apt-get update \
- && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
+ && apt-get install -y --no-install-recommends openjdk-17-jre-headless npm \
  && rm -rf /var/lib/apt/lists/*
 ENV JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64
 USER airflow
@@ -13,5 +13,7 @@ RUN pip install --no-cache-dir -c /opt/lakejoin/constraints.txt -e "/opt/lakejoi
 # `make install` does: every container of docker-compose.yaml runs this image, so a Spark start
 # in any of them lists these files (spark.jars, spark-submit --jars), resolves nothing and needs
 # no registry. Ivy's cache holds a second copy of each file and goes.
+# Data Docs' scripts and styles (npm pack), shipped with each site: its pages work offline.
+RUN python -m lakejoin.quality.docs_assets
 RUN python -m lakejoin.delta.jars \
  && rm -rf "$(python -c 'from lakejoin.delta.jars import FOLDER; print(FOLDER)')/ivy/cache"

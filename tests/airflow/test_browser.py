@@ -275,6 +275,28 @@ def _open_the_quality_report(playwright, page, ui: AirflowServer, batch_id: int)
     anonymous.dispose()
 
 
+def _open_data_docs_offline(chromium, spec_file: Path, batch_id: int) -> None:
+    """GE's Data Docs index, opened from its files with the network cut off, lists the batch's
+    validations and is styled: every script and style comes with the site (issue 40)."""
+    from playwright.sync_api import expect
+
+    from lakejoin.spec.parse import load_spec
+
+    index = Path(load_spec(spec_file).state_path) / "reports" / "data_docs" / "index.html"
+    context = chromium.new_context(offline=True, viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    remote: list[str] = []
+    page.on("request", lambda asked: None if asked.url.startswith("file:") else remote.append(asked.url))
+    page.goto(index.as_uri())
+    run = page.get_by_role("cell", name=re.compile(rf"batch-0*{batch_id}$")).first
+    expect(run, f"Data Docs offline list no validation of batch {batch_id}").to_be_visible()
+    assert remote == [], f"Data Docs asked the network for {remote}"
+    font = page.evaluate("() => getComputedStyle(document.body).fontFamily")
+    assert "Segoe UI" in font, f"Data Docs are not styled by their bootstrap (body font: {font})"
+    _shot(page, "09-data-docs-offline")
+    context.close()
+
+
 @contextmanager
 def _explained_failures(page, ui: AirflowServer):
     """A failing step keeps the page (screenshot and HTML) and shows the Airflow logs' tails."""
@@ -312,5 +334,6 @@ def test_the_ui_runs_a_pipeline_and_shows_its_quality_report(shop, airflow, brow
         batch_id = _assert_the_view_was_built(*shop, airflow)
 
         _open_the_quality_report(playwright, page, airflow, batch_id)
+        _open_data_docs_offline(chromium, shop[1], batch_id)
     api.dispose()
     context.close()

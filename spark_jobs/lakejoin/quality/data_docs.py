@@ -12,6 +12,7 @@ those parts, so a result's Data Docs page is
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from dataclasses import dataclass
@@ -19,8 +20,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import unquote, urlparse
 
+from lakejoin.quality import docs_assets
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+
+logger = logging.getLogger(__name__)
 
 SITE = "lakejoin"
 DOCS_FOLDER = "data_docs"
@@ -61,6 +66,7 @@ class DataDocs:
         self.context = _context(root)
         self._serial = 0
         self._sources: dict[str, Any] = {}
+        self._warned = False  # said once per process that the pages load from the network
 
     @classmethod
     def at(cls, root: Path) -> DataDocs:
@@ -125,7 +131,15 @@ class DataDocs:
         """Render the runs' pages, their suites' and GE's index; each run's page, relative to the root."""
         keys = [v.key for v in validated] + [v.suite_key for v in validated]
         self.context.build_data_docs(site_names=[SITE], resource_identifiers=keys)
-        return [self._page(v.key) for v in validated]
+        pages = [self._page(k) for k in keys]
+        site = self.root / DOCS_FOLDER
+        # The pages this build wrote, pointed at the scripts and styles shipped with the site.
+        written = [site / "index.html", *(self.root / p for p in pages if p is not None)]
+        unshipped = docs_assets.localise(site, written)
+        if unshipped and not self._warned:
+            self._warned = True
+            logger.warning("lakejoin: Data Docs pages still load from the network: %s", "; ".join(unshipped))
+        return pages[: len(validated)]
 
     def _page(self, key: Any) -> str | None:
         urls = self.context.get_docs_sites_urls(resource_identifier=key, site_name=SITE)
