@@ -37,8 +37,8 @@ views:
 """
 
 
-def stamp(batch: int, mode: BatchMode, start: dict, pins: dict) -> CommitProperties:
-    marker = BatchMarker(batch, FINAL, mode, start, pins)
+def stamp(batch: int, mode: BatchMode, start: dict, pins: dict, **more) -> CommitProperties:  # noqa: ANN003
+    marker = BatchMarker(batch, FINAL, mode, start, pins, **more)
     return CommitProperties(custom_metadata={"userMetadata": marker.as_json()})
 
 
