@@ -33,6 +33,15 @@ def spec_of(shop_file: str):  # noqa: ANN201
     return load_spec(shop_file)
 
 
+def beside(shop_file: str, name: str, text: str) -> str:
+    """Another spec over the shop's tables (`text` formatted with their folder); its file."""
+    root = spec_of(shop_file).sources["products"].path.rsplit("/", 1)[0]
+    path = f"{root}/{name}.yaml"
+    with open(path, "w", encoding="utf-8") as out:
+        out.write(text.format(root=root))
+    return path
+
+
 def log(spec, batch: int, mode: BatchMode, start: dict, pins: dict, version: int) -> None:  # noqa: ANN001
     BatchLog.of(spec).append(
         BatchRecord("logos", batch, BatchStatus.COMMITTED, mode, start, pins, output_version=version)
@@ -99,11 +108,7 @@ views:
 
 
 def test_a_lookup_enrich_lists_only_the_facts_changes(shop, capsys):  # noqa: F811 - the imported fixture
-    spec = spec_of(shop)
-    root = spec.sources["products"].path.rsplit("/", 1)[0]
-    lookup = f"{root}/lookup.yaml"
-    with open(lookup, "w", encoding="utf-8") as out:
-        out.write(LOOKUP.format(root=root))
+    lookup = beside(shop, "lookup", LOOKUP)
     # The output and batch log of the fk_join serve as the enrich's: same columns, same batches.
 
     doc = explained(capsys, lookup, "logos", "p1")
@@ -128,11 +133,7 @@ NAMES = pa.schema([("display_name", pa.string()), ("merchant_id", pa.string())])
 
 
 def test_a_rekey_finds_its_masters_through_its_index_and_a_former_holder_in_its_history(shop, capsys):  # noqa: F811 - the imported fixture
-    spec = spec_of(shop)
-    root = spec.sources["products"].path.rsplit("/", 1)[0]
-    rekey_file = f"{root}/rekey.yaml"
-    with open(rekey_file, "w", encoding="utf-8") as out:
-        out.write(REKEY.format(root=root))
+    rekey_file = beside(shop, "rekey", REKEY)
     rekey = load_spec(rekey_file)
     view = rekey.views["by_name"]
     # merchants v1: m1 Acme, m2 Bolt; v2: m2 deleted. Batch 1 at v1 wrote Acme and Bolt and an
