@@ -1,6 +1,6 @@
 """`lakejoin explain` lists the changes of the batch that wrote the key, read over the range that
 batch read: a key deleted by an earlier batch shows that batch's changes, a repair its repaired
-range, a full refresh none; a lookup enrich reads no dimension feed; a rekey finds the masters
+range, a full refresh none; a rekey finds the masters
 holding a key through its index and the former holder from the output's history. On the tiny
 delta-rs lake of test_explain_command.py, with more batches written as lakejoin writes them."""
 
@@ -48,15 +48,19 @@ def log(spec, batch: int, mode: BatchMode, start: dict, pins: dict, version: int
     )
 
 
-def test_a_key_deleted_by_an_earlier_batch_shows_that_batchs_changes(shop, capsys):  # noqa: F811 - the imported fixture
-    spec = spec_of(shop)
-    root = spec.sources["products"].path.rsplit("/", 1)[0]
-    renamed = {"product_id": "p1", "name": "pen 3", "merchant_id": "m1"}
-    merge(f"{root}/products", "product_id", [renamed], PRODUCTS)
+def batch_3(shop_file: str, product: dict, p1_name: str) -> None:
+    """products v3 writes `product`; batch 3 (incremental, products (2, 3]) rewrites p1 only,
+    named `p1_name`: p2 stays out of the view (its merchant is gone)."""
+    spec = spec_of(shop_file)
+    merge(spec.sources["products"].path, "product_id", [product], PRODUCTS)
     start, pins = {"products": 2, "merchants": 2}, {"products": 3, "merchants": 2}
-    row = {"product_id": "p1", "name": "pen 3", "merchant_id": "m1", "display_name": "Acme"}
+    row = {"product_id": "p1", "name": p1_name, "merchant_id": "m1", "display_name": "Acme"}
     merge(spec.views["logos"].path, "product_id", [row], OUTPUT, stamp(3, BatchMode.INCREMENTAL, start, pins))
     log(spec, 3, BatchMode.INCREMENTAL, start, pins, 3)
+
+
+def test_a_key_deleted_by_an_earlier_batch_shows_that_batchs_changes(shop, capsys):  # noqa: F811 - the imported fixture
+    batch_3(shop, {"product_id": "p1", "name": "pen 3", "merchant_id": "m1"}, "pen 3")
 
     doc = explained(capsys, shop, "logos", "p2")
 
@@ -91,35 +95,6 @@ def test_a_repair_lists_the_changes_of_the_range_it_re_derived(shop, capsys):  #
     assert any("does not record where its range of merchants ended" in n for n in doc["notes"])
 
 
-LOOKUP = """\
-pipeline: shop
-storage: {root}/store
-sources:
-  products: {{path: {root}/products, key: product_id}}
-  merchants: {{path: {root}/merchants, key: merchant_id}}
-views:
-  logos:
-    enrich:
-      fact: products
-      mode: lookup
-      dimensions:
-        - {{table: merchants, fk: merchant_id, columns: [display_name], how: left}}
-"""
-
-
-def test_a_lookup_enrich_lists_only_the_facts_changes(shop, capsys):  # noqa: F811 - the imported fixture
-    lookup = beside(shop, "lookup", LOOKUP)
-    # The output and batch log of the fk_join serve as the enrich's: same columns, same batches.
-
-    doc = explained(capsys, lookup, "logos", "p1")
-
-    assert doc["kind"] == "enrich"
-    roles = [(i["role"], i["source"]) for i in doc["inputs"]]
-    assert roles == [("fact", "products"), ("dimension", "merchants")]
-    # A dimension's change re-enriches no fact in lookup mode: no merchants feed is read.
-    assert [c["source"] for c in doc["changes"]] == ["products"]
-
-
 REKEY = """\
 pipeline: shop
 storage: {root}/store
@@ -127,13 +102,13 @@ sources:
   merchants: {{path: {root}/merchants, key: merchant_id}}
 views:
   by_name:
-    rekey: {{source: merchants, key: display_name, on_conflict: latest}}
+    rekey: {{source: merchants, key: display_name, OPTIONS}}
 """
 NAMES = pa.schema([("display_name", pa.string()), ("merchant_id", pa.string())])
 
 
 def test_a_rekey_finds_its_masters_through_its_index_and_a_former_holder_in_its_history(shop, capsys):  # noqa: F811 - the imported fixture
-    rekey_file = beside(shop, "rekey", REKEY)
+    rekey_file = beside(shop, "rekey", REKEY.replace("OPTIONS", "on_conflict: latest"))
     rekey = load_spec(rekey_file)
     view = rekey.views["by_name"]
     # merchants v1: m1 Acme, m2 Bolt; v2: m2 deleted. Batch 1 at v1 wrote Acme and Bolt and an
@@ -170,3 +145,54 @@ def test_a_rekey_finds_its_masters_through_its_index_and_a_former_holder_in_its_
     assert former == [({"merchant_id": "m2"}, None, 2)]
     assert gone["reason"]["code"] == "no_master_row"
     assert data(gone["changes"][0]["rows"]) == [(2, "delete", "Bolt")]
+
+
+def test_a_deleted_keys_changes_are_looked_up_by_the_keys_of_the_batch_that_deleted_it(shop, capsys):  # noqa: F811
+    """p2 went in batch 2 with its merchant m2; batch 3 moved p2 to m5 (no such merchant: still
+    absent). The why is read at batch 3's pins (m5); the changes are batch 2's, for m2."""
+    batch_3(shop, {"product_id": "p2", "name": "cup", "merchant_id": "m5"}, "pen 2")
+
+    doc = explained(capsys, shop, "logos", "p2")
+
+    assert doc["reason"]["text"].startswith("merchants joins inner and no row with merchant_id='m5'")
+    assert doc["changes_of_batch"] == 2
+    merchants = next(c for c in doc["changes"] if c["source"] == "merchants")
+    assert data(merchants["rows"]) == [(2, "delete", "Bolt")]  # m2's, not m5's (none)
+
+
+MERCHANTS = pa.schema([("merchant_id", pa.string()), ("display_name", pa.string())])
+
+
+def test_a_not_unique_rekey_row_lists_its_own_masters_changes_only(shop, capsys):  # noqa: F811
+    """Batch 3 moves m1 from Acme to Cask and adds m3 to Cask: (Cask, m1) is m1's row alone."""
+    every_file = beside(shop, "every", REKEY.replace("OPTIONS", "unique: false"))
+    every = load_spec(every_file)
+    view = every.views["by_name"]
+    moved = [{"merchant_id": "m1", "display_name": "Cask"}, {"merchant_id": "m3", "display_name": "Cask"}]
+    (  # merchants v3
+        DeltaTable(every.sources["merchants"].path)
+        .merge(pa.Table.from_pylist(moved, MERCHANTS), "t.merchant_id = s.merchant_id", "s", "t")
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+        .execute()
+    )
+    DeltaTable.create(view.path, schema=NAMES, configuration=CDF)
+    rows = pa.table({"display_name": ["Acme"], "merchant_id": ["m1"]}, NAMES)
+    full = stamp(1, BatchMode.FULL_REFRESH, {}, {"merchants": 2})
+    write_deltalake(view.path, rows, mode="append", commit_properties=full)
+    start, pins = {"merchants": 2}, {"merchants": 3}
+    DeltaTable(view.path).delete("merchant_id = 'm1'")  # (one commit in lakejoin; two here)
+    added = pa.table({"display_name": ["Cask", "Cask"], "merchant_id": ["m1", "m3"]}, NAMES)
+    batch = stamp(2, BatchMode.INCREMENTAL, start, pins)
+    write_deltalake(view.path, added, mode="append", commit_properties=batch)
+    done = BatchStatus.COMMITTED
+    BatchLog.of(every).append(
+        BatchRecord("by_name", 1, done, BatchMode.FULL_REFRESH, {}, {"merchants": 2}),
+        BatchRecord("by_name", 2, done, BatchMode.INCREMENTAL, start, pins, output_version=3),
+    )
+
+    doc = explained(capsys, every_file, "by_name", "Cask", "m1")
+
+    assert (doc["last_change"]["batch_id"], doc["last_change"]["change"]) == (2, "insert")
+    rows = doc["changes"][0]["rows"]
+    assert [(r["merchant_id"], r["_change_type"]) for r in rows] == [("m1", "update_postimage")]

@@ -84,6 +84,14 @@ def explain(spec: PipelineSpec, name: str, texts: Sequence[str], *, at: int | No
     changed = last_change if last_change is not None and last_change.batch_id is not None else read_at
     ask = Ask(spec, view, values, read_at, row is None, notes, history)
     reading = READERS[view.kind](ask)
+    feeds = reading.feeds
+    if changed.output_version != read_at.output_version:
+        # The keys that led to the row when it was deleted: those of that batch's pins (a
+        # foreign key may have moved since).
+        try:
+            feeds = READERS[view.kind](Ask(spec, view, values, changed, True, [], history)).feeds
+        except BatchStateError as exc:
+            notes.append(f"the inputs at batch {changed.batch_id}'s pins cannot be read ({exc.what})")
     return Explanation(
         pipeline=spec.name,
         view=name,
@@ -97,7 +105,7 @@ def explain(spec: PipelineSpec, name: str, texts: Sequence[str], *, at: int | No
         read_at=read_at,
         inputs=reading.inputs,
         choice=reading.choice,
-        changes=_changes(reading.feeds, changed, notes),
+        changes=_changes(feeds, changed, notes),
         changes_of=changed.batch_id,
         reason=reading.reason if row is None else None,
         notes=notes,
@@ -186,6 +194,9 @@ def _changes(feeds: list[Feed], batch: BatchInfo, notes: list[str]) -> list[Chan
             continue
         first = batch.start_versions.get(source.name, -1) + 1
         last = batch.pinned_versions[source.name]
+        if first > last:  # the batch read no new version of it
+            out.append(ChangeRows(source.name, role, first, last, [], f"no new version of {source.name}"))
+            continue
         if batch.mode == BatchMode.REPAIR.value:
             if source.name in batch.repair_ends:
                 last = batch.repair_ends[source.name]

@@ -26,6 +26,7 @@ from lakejoin.cli.explain_model import (
     changes_title,
     jsonable,
     shown_key,
+    shown_range,
 )
 from lakejoin.errors import CommandError, LakejoinError
 from lakejoin.quality.report_pages import document, link, table, versions_table
@@ -237,7 +238,7 @@ def changes_table(found: Explanation) -> str:
             rows.append(
                 [
                     escape(feed.source),
-                    f"{feed.first}..{feed.last}",
+                    shown_range(feed),
                     "-",
                     f"<span class=muted>{escape(feed.note or 'no change')}</span>",
                 ]

@@ -203,8 +203,11 @@ def _rekey(ask: Ask) -> Reading:
     if not rekey.unique:
         rows = [r for r in rows if tuple(r[c] for c in k) == ask.values[len(v) :]]
     holders = [InputRow(Role.MASTER, master.name, version, {c: r[c] for c in k}, r) for r in rows]
-    # A batch's changes by the derived key: the masters that came to hold it and those that left.
+    # A batch's changes by the derived key: the masters that came to hold it and those that left
+    # (`unique: false`: a row is its own master's alone, so by the master key as well).
     feeds: list[Feed] = [(master, Role.MASTER, v, [derived])]
+    if not rekey.unique:
+        feeds = [(master, Role.MASTER, (*v, *k), [ask.values])]
     if ask.absent:
         former = _former_masters(ask, k) if rekey.unique else [ask.values[len(v) :]]
         claimants = holders or [_looked_up(ask, master, Role.MASTER, m) for m in former]

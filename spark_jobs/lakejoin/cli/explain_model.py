@@ -228,6 +228,11 @@ def jsonable(value: Any) -> Any:
     return value
 
 
+def shown_range(feed: ChangeRows) -> str:
+    """`3..5`, or `-` for an input the batch read no new version of."""
+    return f"{feed.first}..{feed.last}" if feed.first <= feed.last else "-"
+
+
 def changes_title(found: Explanation) -> str:
     """The heading of the changes that reached the key, naming the batch they are from."""
     if found.changes_of is None:

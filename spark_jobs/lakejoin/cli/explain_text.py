@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING, Any
 from rich.markup import escape
 from rich.table import Table
 
-from lakejoin.cli.explain_model import Absence, BatchInfo, Explanation, InputRow, changes_title, shown_key
+from lakejoin.cli.explain_model import (
+    Absence,
+    BatchInfo,
+    Explanation,
+    InputRow,
+    changes_title,
+    shown_key,
+    shown_range,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -43,7 +51,7 @@ def render(console: Console, found: Explanation, spec_file: str) -> None:
             data = {c: v for c, v in r.items() if c not in ("_change_type", "_commit_version")}
             changes.add_row(feed.source, str(r["_commit_version"]), r["_change_type"], escape(_row(data)))
         if not feed.rows:
-            changes.add_row(feed.source, f"{feed.first}..{feed.last}", "-", feed.note or "no change")
+            changes.add_row(feed.source, shown_range(feed), "-", feed.note or "no change")
     console.print(changes)
     if found.reason is not None:
         fix = ""
