@@ -162,7 +162,6 @@ def _log_in_and_open_the_dag(page) -> None:
     task_link = page.get_by_role("link", name=VIEW, exact=True)
     expect(task_link, f"the DAG page does not show task {VIEW}").to_be_visible()
     expect(page.get_by_text("Failed Runs")).to_be_visible()
-    _shot(page, "03-dag")
 
 
 def _turn_on(dialog, name: str | re.Pattern) -> None:
@@ -332,6 +331,9 @@ def test_the_ui_runs_a_pipeline_and_shows_its_quality_report(shop, airflow, brow
         expect(page.get_by_text(re.compile(r"^success$", re.IGNORECASE)).first).to_be_visible()
         _shot(page, "05-run-succeeded")
         batch_id = _assert_the_view_was_built(*shop, airflow)
+        page.goto(f"/dags/{DAG_ID}")  # the DAG with its run, for the README
+        expect(page.get_by_role("link", name=VIEW, exact=True)).to_be_visible()
+        _shot(page, "03-dag")
 
         _open_the_quality_report(playwright, page, airflow, batch_id)
         _open_data_docs_offline(chromium, shop[1], batch_id)
