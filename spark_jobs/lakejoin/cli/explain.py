@@ -87,9 +87,10 @@ def explain(spec: PipelineSpec, name: str, texts: Sequence[str], *, at: int | No
     feeds = reading.feeds
     if changed.output_version != read_at.output_version:
         # The keys that led to the row when it was deleted: those of that batch's pins (a
-        # foreign key may have moved since).
+        # foreign key may have moved since). Only the feeds are wanted: read as for a row in the
+        # view, so no input's delete is looked for again.
         try:
-            feeds = READERS[view.kind](Ask(spec, view, values, changed, True, [], history)).feeds
+            feeds = READERS[view.kind](Ask(spec, view, values, changed, False, [], history)).feeds
         except BatchStateError as exc:
             notes.append(f"the inputs at batch {changed.batch_id}'s pins cannot be read ({exc.what})")
     return Explanation(
