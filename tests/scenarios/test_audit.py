@@ -1,6 +1,7 @@
 """The continuous audit (issue 40): each batch re-derives one slice of the view's keys from the
 inputs at its pins and compares it with the output it committed. An output row edited behind
-lakejoin's back is found within one round of slices, named, and mended by a full refresh."""
+lakejoin's back (by delta-rs) is found at once by `lakejoin audit --full` and within one round of
+slices by the batches, named, and mended by a full refresh."""
 
 from __future__ import annotations
 
@@ -32,8 +33,10 @@ def audited(lake: Lakehouse):  # noqa: ANN201
     return load_spec(spec_file)
 
 
-def test_an_output_row_edited_behind_lakejoins_back_is_found_within_one_round_of_slices(lake):
-    from delta.tables import DeltaTable
+def test_an_output_row_edited_behind_lakejoins_back_is_found_within_one_round_of_slices(lake, capsys):
+    from deltalake import DeltaTable
+
+    from lakejoin.cli.main import main
 
     lake.create("merchants", MERCHANTS, [("m1", "Acme", "a.png"), ("m2", "Bolt", "b.png")])
     products = [(f"p{i}", f"item {i}", float(i), "m1" if i % 2 else "m2") for i in range(1, 13)]
@@ -42,9 +45,15 @@ def test_an_output_row_edited_behind_lakejoins_back_is_found_within_one_round_of
     assert spec.views[VIEW].audit.slices == 4
     assert lake.run(spec, VIEW).outcome.value == "committed"  # batch 1: a full refresh, no audit
 
-    DeltaTable.forPath(lake.spark, spec.views[VIEW].path).update(
-        "product_id = 'p3'", {"display_name": "'Forged'"}
-    )
+    assert main(["audit", str(spec.file), "--full"]) == 0
+    assert f"{VIEW}: every key matches a recompute" in capsys.readouterr().out
+
+    output = DeltaTable(spec.views[VIEW].path)
+    output.update(predicate="product_id = 'p3'", updates={"display_name": "'Forged'"})
+    assert main(["audit", str(spec.file), "--view", VIEW, "--full"]) == 1
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "lakejoin audit --full (every key) found 1 key(s)" in shown and "'p3'" in shown
+    assert f"--view {VIEW} --full-refresh" in shown
 
     found = None
     audited_slices = []
@@ -61,5 +70,13 @@ def test_an_output_row_edited_behind_lakejoins_back_is_found_within_one_round_of
     assert "'p3'" in found.what and "1 key(s)" in found.what
     assert f"--view {VIEW} --full-refresh" in found.fix
 
+    assert main(["status", str(spec.file)]) == 0
+    last = f"last difference: batch {2 + len(audited_slices)} (1 keys)"
+    assert last in " ".join(capsys.readouterr().out.split())
+
     lake.run(spec, VIEW, full_refresh=True)
     assert lake.output(spec, VIEW) == lake.expected(spec, VIEW)
+    assert main(["audit", str(spec.file), "--full"]) == 0
+    assert main(["audit", str(spec.file)]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert f"{VIEW}: every key checked within the last 1 batches; {last}" in shown

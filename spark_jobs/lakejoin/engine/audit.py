@@ -15,11 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from lakejoin.errors import AuditDifferenceError
 from lakejoin.spec.model import Key
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column, DataFrame, SparkSession
 
+    from lakejoin.spec.model import PipelineSpec, View
     from lakejoin.views.base import ViewKindLogic
     from lakejoin.views.context import BatchContext
 
@@ -33,6 +35,29 @@ class AuditResult:
     slices: int
     differences: int
     keys: list[tuple[Any, ...]]  # the first SHOWN of them, in key order
+
+    @property
+    def scope(self) -> str:
+        return "every key" if self.slice is None else f"slice {self.slice} of {self.slices} of the keys"
+
+
+def difference_error(spec: PipelineSpec, view: View, found: AuditResult, audit: str) -> AuditDifferenceError:
+    """What `audit` (\"the audit of batch 7\", \"lakejoin audit --full\") found: output rows that
+    are not what the inputs give, by key, and how to mend the view."""
+    from lakejoin.spec.definition import output_key
+    from lakejoin.views.context import shown_value
+
+    key = tuple(output_key(spec, view))
+    shown = ", ".join(shown_value(key, k) for k in found.keys)
+    more = f" and {found.differences - len(found.keys)} more" if found.differences > len(found.keys) else ""
+    return AuditDifferenceError(
+        f"{audit} ({found.scope}) found {found.differences} key(s) whose output row is not what "
+        f"the inputs give: {shown}{more}. Something wrote the output behind lakejoin's back, or a "
+        "batch went wrong",
+        where=f"view '{view.name}' output ({view.path})",
+        fix=f"rebuild the rows: lakejoin run {spec.file} --view {view.name} --full-refresh (it "
+        "rewrites only the rows that differ)",
+    )
 
 
 def in_slice(key: Key, slice_: int | None, slices: int) -> Column:
@@ -77,3 +102,38 @@ def audit(
     assert row is not None, "an aggregate without grouping returns one row"
     keys = [tuple(k[c] for c in key) for k in row["keys"] or []]
     return AuditResult(slice_, slices, int(row["n"]), keys)
+
+
+def audit_view(spark: SparkSession, spec: PipelineSpec, view: View) -> AuditResult | None:
+    """`lakejoin audit --full`: every key of the view's output as it stands now against the
+    inputs at the pins of its last committed batch (None: no batch has committed). An edit made
+    after that batch is found at once, not only when its slice comes round."""
+    from deltalake import DeltaTable
+
+    from lakejoin.delta.log import BatchLog
+    from lakejoin.delta.markers import app_id, output_batches
+    from lakejoin.delta.records import BatchMode
+    from lakejoin.engine.kinds import view_logic
+    from lakejoin.engine.plan import BatchPlan, input_columns
+    from lakejoin.engine.write import state_path
+    from lakejoin.errors import BatchStateError
+    from lakejoin.views.context import BatchContext
+
+    last = BatchLog.of(spec).last_committed(view.name)
+    if last is None:
+        return None
+    newest = output_batches(view.path, app_id(spec.name, view.name)).last_committed
+    if newest is not None and newest > last.batch_id:
+        raise BatchStateError(
+            f"batch {newest} committed into the output of view '{view.name}' but the batch log "
+            f"stops at batch {last.batch_id}, so the pins the output stands on are not known",
+            where=f"batch log of pipeline '{spec.name}'",
+            fix=f"let a run catch the log up first: lakejoin run {spec.file} --view {view.name}",
+        )
+    kind = view_logic(spec, view)
+    pinned = dict(last.pinned_versions)
+    plan = BatchPlan(view.name, last.batch_id, BatchMode.FULL_REFRESH, {}, pinned)
+    ctx = BatchContext(
+        spark, spec, view, plan, state_path(spec, view), input_columns(spec, view, kind, pinned)
+    )
+    return audit(ctx, kind, int(DeltaTable(view.path).version()), None, view.audit.slices)

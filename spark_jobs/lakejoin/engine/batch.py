@@ -20,27 +20,20 @@ from lakejoin.delta.key_ranges import materialised
 from lakejoin.delta.log import BatchLog
 from lakejoin.delta.markers import failpoint
 from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus
-from lakejoin.engine.audit import AuditResult, audit
+from lakejoin.engine.audit import audit, difference_error
 from lakejoin.engine.changes import source_changes
 from lakejoin.engine.kinds import view_logic
 from lakejoin.engine.lineage import BatchLineage
 from lakejoin.engine.plan import BatchPlan, Skip, input_columns, latest_pin, plan_batch, plan_repair
 from lakejoin.engine.write import state_path, write_output, write_state
-from lakejoin.errors import (
-    AuditDifferenceError,
-    CommittedElsewhereError,
-    KeyConflictError,
-    QualityCheckError,
-    RepairError,
-)
+from lakejoin.errors import CommittedElsewhereError, KeyConflictError, QualityCheckError, RepairError
 from lakejoin.quality import checks as quality
 from lakejoin.quality.audit_plan import DIFFERENCES, SLICE, slice_of
 from lakejoin.sink.key_upsert import enabled as upsert_enabled
 from lakejoin.spec.definition import fingerprint
-from lakejoin.spec.definition import output_key as kind_key
 from lakejoin.spec.model import PipelineSpec, View
 from lakejoin.views.base import ViewKindLogic
-from lakejoin.views.context import BatchContext, shown_value
+from lakejoin.views.context import BatchContext
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -318,23 +311,7 @@ def _run_planned(
             exc_info=True,
         )
     if audited is not None and audited.differences:
-        raise audit_error(spec, view, plan.batch_id, audited)
-
-
-def audit_error(spec: PipelineSpec, view: View, batch_id: int, found: AuditResult) -> AuditDifferenceError:
-    """The audit found output rows that are not what the inputs give: the batch committed, the
-    run fails, and the message names the keys and how to mend the view."""
-    key = tuple(kind_key(spec, view))
-    shown = ", ".join(shown_value(key, k) for k in found.keys)
-    more = f" and {found.differences - len(found.keys)} more" if found.differences > len(found.keys) else ""
-    return AuditDifferenceError(
-        f"the audit of batch {batch_id} (slice {found.slice} of {found.slices} of the keys) found "
-        f"{found.differences} key(s) whose output row is not what the inputs give: {shown}{more}. "
-        "Something wrote the output behind lakejoin's back, or a batch went wrong",
-        where=f"view '{view.name}' output ({view.path})",
-        fix=f"rebuild the rows: lakejoin run {spec.file} --view {view.name} --full-refresh (it "
-        "rewrites only the rows that differ)",
-    )
+        raise difference_error(spec, view, audited, f"the audit of batch {plan.batch_id}")
 
 
 def nothing_changed(plan: BatchPlan, changed_keys: dict[str, int]) -> str | None:
