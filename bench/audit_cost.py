@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         figures = run_views(spark, spec, f"facts-{number}", order=[VIEW])[VIEW]
         audit = figures["phases"].get("audit", 0.0)
         rest = figures["seconds"] - audit
-        batches.append({**figures, "changed": changed, "audit_seconds": audit, "share": round(audit / rest, 3)})
+        share = round(audit / rest, 3)
+        batches.append({**figures, "changed": changed, "audit_seconds": audit, "share": share})
         print(f"batch {number}: audit {audit:.2f} s of {figures['seconds']:.2f} s", flush=True)
     spark.stop()
 
