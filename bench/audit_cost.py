@@ -2,13 +2,15 @@
 
 The benchmark's `orders_customers` fk_join (orders left-joined with customers) on its tables
 (15 M orders by default), a first batch, then batches of the `facts` scenario at 1 % (orders and
-products updated, inserted, deleted), each audited (the default audit: one of 64 slices per
-batch). A batch's audit phase is timed by the batch itself (`phase_seconds["audit"]`, after
-the output commit); the share is the audit's seconds over the rest of the batch. Spark's status
-tracker counts the jobs the audit started (its own job group).
+products updated, inserted, deleted), under the default audit (one of 64 slices, in the
+batches the budget of 0.1 allows: the first incremental batch, then whenever the batches since
+the last audit took ten times its time). A batch's audit phase is timed by the batch itself
+(`phase_seconds["audit"]`, after the output commit). Two figures:
+- an audit batch's audit seconds over the rest of that batch (what one slice costs);
+- the audit's seconds over the rest of every batch's (what the view pays, with the budget).
 
-Figures go to `<out>/bench/audit_cost.json` and an entry of `<out>/bench/targets.json`
-("audit slice cost as a share of the batch", limit 0.1).
+Figures go to `<out>/bench/audit_cost.json` and two entries of `<out>/bench/targets.json`
+("audit slice cost as a share of the batch", limit 0.1 each).
 
     python -m bench.audit_cost --orders 15000000 --out docs
 """
@@ -24,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 VIEW = "orders_customers"
-ROUNDS = 3
+ROUNDS = 12
 RATE = 0.01
 
 
@@ -60,13 +62,16 @@ def main(argv: list[str] | None = None) -> int:
         changed = maker.apply(Scenario.FACTS, RATE, number)
         figures = run_views(spark, spec, f"facts-{number}", order=[VIEW])[VIEW]
         audit = figures["phases"].get("audit", 0.0)
-        rest = figures["seconds"] - audit
-        share = round(audit / rest, 3)
-        batches.append({**figures, "changed": changed, "audit_seconds": audit, "share": share})
+        batches.append({**figures, "changed": changed, "audit_seconds": audit})
         print(f"batch {number}: audit {audit:.2f} s of {figures['seconds']:.2f} s", flush=True)
     spark.stop()
 
-    share = statistics.median(b["share"] for b in batches)
+    audited = [b for b in batches if b["audit_seconds"]]
+    per_audit = statistics.median(
+        round(b["audit_seconds"] / (b["seconds"] - b["audit_seconds"]), 3) for b in audited
+    )
+    spent = sum(b["audit_seconds"] for b in batches)
+    paid = round(spent / (sum(b["seconds"] for b in batches) - spent), 3)
     record: dict[str, Any] = {
         "orders": args.orders,
         "rate": RATE,
@@ -74,22 +79,34 @@ def main(argv: list[str] | None = None) -> int:
         "commit": lakejoin_commit(),
         "command": " ".join(argv if argv is not None else sys.argv[1:]),
         "batches": batches,
-        "median_share": share,
+        "audit_batches": len(audited),
+        "per_audit_share": per_audit,
+        "paid_share": paid,
     }
     out = Path(args.out) / "bench"
     out.mkdir(parents=True, exist_ok=True)
     (out / "audit_cost.json").write_text(json.dumps(record, indent=2) + "\n")
-    entry = {
-        "target": f"audit slice cost as a share of the batch ({args.orders / 1e6:g} M orders, facts at "
-        f"{RATE:.0%}, {VIEW}, median of {ROUNDS} batches: audit seconds over the rest of the batch)",
-        "measured": share,
-        "limit": 0.1,
-        "met": share <= 0.1,
-        "batch": "audit_cost",
-        "commit": record["commit"],
-    }
-    replace_entries(out / "targets.json", "audit_cost", [entry])
-    print(f"audit share of the batch: {share} (median of {[b['share'] for b in batches]})")
+    scale = f"{args.orders / 1e6:g} M orders, facts at {RATE:.0%}, {VIEW}"
+    entries = [
+        {
+            "target": f"audit slice cost as a share of the batch ({scale}: an audit batch's audit seconds "
+            f"over the rest of it, median of {len(audited)})",
+            "measured": per_audit,
+            "limit": 0.1,
+            "met": per_audit <= 0.1,
+        },
+        {
+            "target": f"audit cost as a share of the view's batch time, default budget ({scale}: audit "
+            f"seconds over the rest of {ROUNDS} batches, {len(audited)} of them audited)",
+            "measured": paid,
+            "limit": 0.1,
+            "met": paid <= 0.1,
+        },
+    ]
+    for entry in entries:
+        entry.update(batch="audit_cost", commit=record["commit"])
+    replace_entries(out / "targets.json", "audit_cost", entries)
+    print(f"one audit: {per_audit} of its batch; paid over {ROUNDS} batches: {paid} ({len(audited)} audits)")
     return 0
 
 

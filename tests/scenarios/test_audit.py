@@ -21,12 +21,12 @@ AUDITED = """\
   {view}:
     fk_join: {{left: products, right: merchants, fk: merchant_id, how: left,
               right_columns: [display_name], fanout_threshold: 1.0}}
-    audit: {{slices: 4}}
+    audit: {{slices: 4, every: 1}}
 """
 
 
 def audited(lake: Lakehouse):  # noqa: ANN201
-    """The shop's fk_join, audited in 4 slices."""
+    """The shop's fk_join, audited in 4 slices, one each batch."""
     spec_file = Path(lake.spec("left").file)
     text = spec_file.read_text(encoding="utf-8")
     spec_file.write_text(text[: text.index(f"  {VIEW}:")] + AUDITED.format(view=VIEW), encoding="utf-8")

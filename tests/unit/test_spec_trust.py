@@ -48,10 +48,11 @@ def test_limits_per_measure_with_what_a_breach_does():
     )
 
 
-def test_the_audit_checks_one_of_64_slices_every_batch_unless_told_otherwise():
-    assert view("").audit == Audit(slices=64, every=1, enabled=True)
+def test_the_audit_checks_one_of_64_slices_within_a_tenth_of_the_batch_time_unless_told_otherwise():
+    assert view("").audit == Audit(slices=64, every=None, budget=0.1, enabled=True)
     assert view("").health == ()
     assert view("    audit: {slices: 8, every: 4}\n").audit == Audit(slices=8, every=4)
+    assert view("    audit: {budget: 0.25}\n").audit == Audit(slices=64, budget=0.25)
     assert view("    audit: off\n").audit.enabled is False
 
 
@@ -93,6 +94,18 @@ def test_the_audit_checks_one_of_64_slices_every_batch_unless_told_otherwise():
             "views.orders_customers.audit.slices",
             "'slices' must be a whole number, 1 or more",
             "",
+        ),
+        (
+            "    audit: {budget: 0}\n",
+            "views.orders_customers.audit.budget",
+            "'budget' must be a share above 0 and at most 1, found 0",
+            "",
+        ),
+        (
+            "    audit: {every: 2, budget: 0.2}\n",
+            "views.orders_customers.audit",
+            "'every' and 'budget' both say which batches audit",
+            "keep one",
         ),
     ],
 )

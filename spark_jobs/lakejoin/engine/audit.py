@@ -2,7 +2,7 @@
 of the view's keys from the inputs at its pins and compares it with the output it committed.
 
 A slice is the keys whose hash (xxhash64 of the key columns) modulo `slices` is the batch's
-(quality/audit_plan.slice_of). The rows are derived by the kind's own full recompute, lazily and
+(quality/audit_plan.next_slice). The rows are derived by the kind's own full recompute, lazily and
 without its input checks (the batch ran them), so Spark pushes the slice's filter into the scan
 of the driving table; the output is read at the committed version with the same filter. One
 job compares them by key and a hash of every column: how many keys differ, and the first 20.

@@ -28,7 +28,7 @@ from lakejoin.engine.plan import BatchPlan, Skip, input_columns, latest_pin, pla
 from lakejoin.engine.write import state_path, write_output, write_state
 from lakejoin.errors import CommittedElsewhereError, KeyConflictError, QualityCheckError, RepairError
 from lakejoin.quality import checks as quality
-from lakejoin.quality.audit_plan import DIFFERENCES, SLICE, slice_of
+from lakejoin.quality.audit_plan import DIFFERENCES, SLICE
 from lakejoin.sink.key_upsert import enabled as upsert_enabled
 from lakejoin.spec.definition import fingerprint
 from lakejoin.spec.model import PipelineSpec, View
@@ -288,7 +288,7 @@ def _run_planned(
 
     # 6b. audit: one slice of the keys, re-derived at the pins, against what was just committed
     audited = None
-    slice_ = slice_of(plan.batch_id, view.audit) if plan.mode is BatchMode.INCREMENTAL else None
+    slice_ = plan.audit_slice if not plan.finishing else None
     if slice_ is not None and checks:
         clock.enter(Phase.AUDIT)
         audited = audit(ctx, kind, written.version, slice_, view.audit.slices)

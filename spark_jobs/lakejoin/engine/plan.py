@@ -35,6 +35,7 @@ from lakejoin.errors import (
     RepairError,
     SourceError,
 )
+from lakejoin.quality.audit_plan import next_slice
 from lakejoin.spec.definition import (
     Definition,
     comparable,
@@ -74,6 +75,7 @@ class BatchPlan:
     definition: Definition | None = field(default=None, compare=False)
     schemas: dict[str, dict[str, str]] = field(default_factory=dict, compare=False, repr=False)
     rewrite: str | None = None  # why the output is rewritten whole, not merged (its key changed)
+    audit_slice: int | None = None  # the slice of the keys the batch audits (quality/audit_plan.py)
 
     def marker(self, part: str, pinned_versions: Mapping[str, int] | None = None) -> BatchMarker:
         pins = dict(self.pinned_versions if pinned_versions is None else pinned_versions)
@@ -108,6 +110,7 @@ class ViewBatches:
     half_written: BatchMarker | None
     next_id: int
     unchanged: BatchRecord | None = None
+    audit_slice: int | None = None  # the slice the next batch audits, if incremental
 
 
 def _where(view: View, source: Source) -> str:
@@ -151,7 +154,8 @@ def view_batches(spec: PipelineSpec, view: View, log: BatchLog, *, need_pins: bo
             before = find_commit(view.path, lambda m: m.part == FINAL)
             committed = _record(view.name, *before) if before else None
     unchanged = read_on(history, committed) if half is None else None
-    return ViewBatches(committed, half, max(ids, default=0) + 1, unchanged)
+    next_id = max(ids, default=0) + 1
+    return ViewBatches(committed, half, next_id, unchanged, next_slice(history, view.audit, next_id))
 
 
 def read_on(history: list[BatchRecord], committed: BatchRecord | None) -> BatchRecord | None:
@@ -378,6 +382,7 @@ def _planned(
         definition=definition,
         schemas=schemas,
         rewrite=rewrite,
+        audit_slice=batches.audit_slice if mode is BatchMode.INCREMENTAL else None,
     )
 
 

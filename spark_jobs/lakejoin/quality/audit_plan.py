@@ -1,14 +1,17 @@
 """Which slice of a view's keys a batch audits, and how much of the view the audit has covered
 (issue 40), from the batch log alone: no Spark.
 
-A view's keys fall into `slices` slices by a hash of the key. Audit batches (the first, then
-every `every`-th batch id) take the slices in turn, so `slices` audit batches check every key.
+A view's keys fall into `slices` slices by a hash of the key. Audit batches take the slices in
+turn, so `slices` audit batches check every key. Which batches audit:
+- `every: N`: the first incremental batch and every N-th batch id after it;
+- otherwise a budget (0.1 by default): a batch audits when the time of the view's batches since
+  the last audit (their phases but the audit) times the budget reaches that audit's time. The
+  audit then costs about that share of the view's batch time, at any size: a view whose audit
+  takes as long as its batch audits every 10th batch, a view whose audit is cheap each one.
+  The first incremental batch audits, so the cost is known.
 A full refresh derives every key anew and counts as every slice checked. Each audit batch logs
-its slice and its differences (metrics `audit.slice`, `audit.differences`); `coverage` reads
-them back for `lakejoin status` and the report pages.
-
->>> slice_of(1, Audit(slices=4)), slice_of(5, Audit(slices=4)), slice_of(2, Audit(slices=4, every=2))
-(0, 0, None)
+its slice and its differences (metrics `audit.slice`, `audit.differences`, and the phase's
+`ms.audit`); `coverage` reads them back for `lakejoin status` and `lakejoin audit`.
 """
 
 from __future__ import annotations
@@ -19,13 +22,31 @@ from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus
 from lakejoin.spec.model import Audit
 
 SLICE, DIFFERENCES = "audit.slice", "audit.differences"
+AUDIT_MS = "ms.audit"
+_RAN = (BatchStatus.COMMITTED, BatchStatus.UNCHANGED)
 
 
-def slice_of(batch_id: int, audit: Audit) -> int | None:
-    """The slice batch `batch_id` audits (None: it audits none)."""
-    if not audit.enabled or (batch_id - 1) % audit.every:
+def next_slice(history: list[BatchRecord], audit: Audit, batch_id: int) -> int | None:
+    """The slice incremental batch `batch_id` audits, after the batches of `history` (oldest
+    first); None: it audits none."""
+    if not audit.enabled:
         return None
-    return ((batch_id - 1) // audit.every) % audit.slices
+    audited = [r for r in history if r.status is BatchStatus.COMMITTED and SLICE in r.metrics]
+    following = 0 if not audited else (audited[-1].metrics[SLICE] + 1) % audit.slices
+    if audit.every is not None:
+        first = next((r.batch_id for r in audited), batch_id)
+        return following if (batch_id - first) % audit.every == 0 else None
+    if not audited:
+        return following
+    last = audited[-1]
+    spent = sum(
+        ms
+        for r in history
+        if r.batch_id >= last.batch_id and r.status in _RAN
+        for name, ms in r.metrics.items()
+        if name.startswith("ms.") and name != AUDIT_MS
+    )
+    return following if spent * audit.budget >= last.metrics.get(AUDIT_MS, 0) else None
 
 
 @dataclass(frozen=True)

@@ -154,7 +154,8 @@ class Enrich:
 Definition = FkJoin | ListJoin | Rekey | Enrich
 
 
-SLICES = 64  # the audit's default number of key slices: every key checked within 64 batches
+SLICES = 64  # the audit's default number of key slices: every key checked within 64 audits
+BUDGET = 0.1  # the audit's default share of a view's batch time
 
 
 class OnBreach(enum.Enum):
@@ -176,11 +177,15 @@ class Limit:
 
 @dataclass(frozen=True)
 class Audit:
-    """Each `every`-th batch re-derives one of `slices` slices of the view's keys (a hash of the
-    key modulo `slices`, the next slice each time) and compares it with the output."""
+    """Audit batches re-derive one of `slices` slices of the view's keys (a hash of the key
+    modulo `slices`, the next slice each time) and compare it with the output. Which batches:
+    every `every`-th one when set; else (the default) a batch whenever the view's batches since
+    the last audit took `1 / budget` times that audit's time, so the audit costs about `budget`
+    of the view's batch time whatever the view's size."""
 
     slices: int = SLICES
-    every: int = 1
+    every: int | None = None
+    budget: float = BUDGET
     enabled: bool = True
 
 

@@ -8,7 +8,7 @@ views:
       missing_right: {max_share: 0.01, on_breach: fail}   # left rows whose fk finds no right row
       null_fk: {max_rows: 100}                             # on_breach: warn by default
       waiting: {max_batches: 3, max_hours: 24}            # the oldest row still waiting
-    audit: {slices: 64, every: 1}                          # the default; `audit: off` turns it off
+    audit: {slices: 64, budget: 0.1}                       # the default; `every: N`; `audit: off`
 ```
 
 Each kind has its own measures (`MEASURES`); `waiting` belongs to every kind that has one. A
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lakejoin.spec.model import SLICES, Audit, Limit, OnBreach, ViewKind
+from lakejoin.spec.model import BUDGET, SLICES, Audit, Limit, OnBreach, ViewKind
 from lakejoin.spec.yaml_lines import SpecReader, describe
 
 # What each kind counts, by the name a limit uses, and what it counts.
@@ -109,19 +109,30 @@ def _bound(reader: SpecReader, body: dict[str, Any], where: str, name: str) -> f
 
 
 def parse_audit(reader: SpecReader, raw: Any, key: str) -> Audit:
-    """A view's `audit:` (absent: every batch checks one of 64 slices; `off`: none)."""
+    """A view's `audit:` (absent: one of 64 slices whenever the budget allows; `off`: none)."""
     if raw is None:
         return Audit()
     if raw is False or raw == "off":
         return Audit(enabled=False)
     raw = reader.mapping(raw, key)
-    reader.only(raw, key, {"slices", "every"})
-    settings = {}
-    for name, default in (("slices", SLICES), ("every", 1)):
-        value = raw.get(name, default)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    reader.only(raw, key, {"slices", "every", "budget"})
+    if "every" in raw and "budget" in raw:
+        raise reader.fail(
+            key,
+            "'every' and 'budget' both say which batches audit",
+            "keep one: every: N (each N-th batch) or budget: 0.1 (about that share of the batch time)",
+        )
+    settings: dict[str, Any] = {}
+    for name in ("slices", "every"):
+        value = raw.get(name, SLICES if name == "slices" else None)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise reader.fail(
                 f"{key}.{name}", f"'{name}' must be a whole number, 1 or more, found {describe(value)}"
             )
         settings[name] = value
-    return Audit(slices=settings["slices"], every=settings["every"])
+    budget = raw.get("budget", BUDGET)
+    if isinstance(budget, bool) or not isinstance(budget, int | float) or not 0 < budget <= 1:
+        raise reader.fail(
+            f"{key}.budget", f"'budget' must be a share above 0 and at most 1, found {describe(budget)}"
+        )
+    return Audit(slices=settings["slices"], every=settings["every"], budget=float(budget))
