@@ -337,6 +337,7 @@ def _status(console: Console, spec: PipelineSpec) -> int:
 
     from lakejoin.delta.log import BatchLog
     from lakejoin.quality.audit_plan import coverage
+    from lakejoin.quality.health import Health
 
     log = BatchLog.of(spec)
     histories = log.histories(spec.view_order())
@@ -371,6 +372,9 @@ def _status(console: Console, spec: PipelineSpec) -> int:
         if "definition" in record.notes and record.status.value == "committed":  # why it ran in full
             lines["full run"] = record.notes["definition"]
         lines["audit"] = coverage(history, view.audit).text() if view.audit.enabled else "off"
+        health = Health.from_metrics(done.metrics) if done else None
+        if health is not None:
+            lines["health"] = health.text()
         facts = Table.grid(padding=(0, 1, 0, 0))
         facts.add_column(width=11, justify="right", style="dim")  # a wrapped fact keeps its indent
         facts.add_column(overflow="fold")

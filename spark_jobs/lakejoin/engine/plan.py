@@ -45,6 +45,7 @@ from lakejoin.spec.definition import (
     view_definition,
 )
 from lakejoin.spec.model import OnDefinitionChange, PipelineSpec, Source, View
+from lakejoin.views.health_flags import HEALTH_PIN
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -76,6 +77,8 @@ class BatchPlan:
     schemas: dict[str, dict[str, str]] = field(default_factory=dict, compare=False, repr=False)
     rewrite: str | None = None  # why the output is rewritten whole, not merged (its key changed)
     audit_slice: int | None = None  # the slice of the keys the batch audits (quality/audit_plan.py)
+    # The metrics of the last committed batch (join health's totals go on from them).
+    last_metrics: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     def marker(self, part: str, pinned_versions: Mapping[str, int] | None = None) -> BatchMarker:
         pins = dict(self.pinned_versions if pinned_versions is None else pinned_versions)
@@ -297,6 +300,8 @@ def plan_batch(
         start = dict(batches.unchanged.pinned_versions)
         since = f"batch {batches.unchanged.batch_id} (no change of content since batch {committed.batch_id})"
     pinned.update({pin: start.get(pin, -1) for pin in kind.state_tables("")})
+    if kind.health_measures and HEALTH_PIN in start:  # the waiting rows the last batch left
+        pinned[HEALTH_PIN] = start[HEALTH_PIN]
     moved = [s for s in kind.change_sources if start.get(s.name, -1) != pinned[s.name]]
     nothing_new = not any(
         s.name not in start or may_hold_changes(s.path, start[s.name], pinned[s.name]) for s in moved
@@ -383,6 +388,7 @@ def _planned(
         schemas=schemas,
         rewrite=rewrite,
         audit_slice=batches.audit_slice if mode is BatchMode.INCREMENTAL else None,
+        last_metrics=dict(batches.committed.metrics) if batches.committed is not None else {},
     )
 
 

@@ -59,6 +59,8 @@ class BatchContext:
     changed_range: dict[str, KeyRange] = field(default_factory=dict)  # their key range
     # Off while the audit derives rows lazily (engine/audit.py): the audited batch checked them.
     check_inputs: bool = True
+    # On while a batch counts join health: `rebuild` returns flagged rows (views/health_flags.py).
+    count_health: bool = False
     _snapshots: dict[str, DataFrame] = field(default_factory=dict)
     _values: dict[tuple[int, Key], list[tuple[Any, ...]] | None] = field(default_factory=dict)
 
