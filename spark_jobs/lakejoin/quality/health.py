@@ -179,5 +179,5 @@ def validation(limits: Sequence[Limit], health: Health) -> Validation | None:
                         else FailureSeverity.WARNING,
                     )
                 )
-    notes = tuple(b.text() for b in breaches(limits, health))
+    notes = tuple(b.text() for b in breaches(limits, health) if b.fails)
     return Validation(SCOPE, pd.DataFrame([row]).astype("float64"), expectations, notes)
