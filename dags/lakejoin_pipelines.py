@@ -91,6 +91,12 @@ def pipeline_dag(spec_file: Path, spec: PipelineSpec):  # noqa: ANN201 - an Airf
                 type=["null", "string"],
                 description="End of the repair range (a version, or a timestamp; empty: now).",
             ),
+            "audit_full": Param(
+                False,
+                type="boolean",
+                description="After the batches, compare every key of each selected view with a "
+                "recompute at its last batch's pins (lakejoin audit --full; a nightly check).",
+            ),
             "parallel": Param(
                 None,
                 type=["null", "integer"],

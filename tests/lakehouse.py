@@ -161,6 +161,25 @@ views:
         return fk_join_oracle(left_rows, right_rows, join=join, left_key=left.key, right_key=right.key)
 
 
+def fk_join_health(lake: Lakehouse, spec: PipelineSpec, view: str = "display_products") -> dict[str, int]:
+    """The fk_join's join health recounted in plain Python at the last committed pins, and what
+    that batch logged (`health.*` metrics), side by side: `{"counted": ..., "logged": ...}`."""
+    record = batch_log(spec).last_committed(view)
+    assert record is not None
+    join = spec.views[view].fk_join
+    left, right = spec.sources[join.left], spec.sources[join.right]
+    left_rows = lake.rows_at(left.path.rsplit("/", 1)[-1], record.pinned_versions[left.name])
+    right_rows = lake.rows_at(right.path.rsplit("/", 1)[-1], record.pinned_versions[right.name])
+    keys = {key_of(r, right.key) for r in right_rows}
+    fks = [key_of(r, join.fk) for r in left_rows]
+    counted = {
+        "health.missing_right": sum(not null_key(fk) and fk not in keys for fk in fks),
+        "health.null_fk": sum(null_key(fk) for fk in fks),
+        "health.rows": len(left_rows),
+    }
+    return {"counted": counted, "logged": {k: record.metrics.get(k) for k in counted}}
+
+
 def fk_join_oracle(
     left_rows: list[dict], right_rows: list[dict], *, join, left_key: Key, right_key: Key
 ) -> list[dict]:

@@ -85,6 +85,10 @@ class DefinitionChangedError(LakejoinError):
     (`on_definition_change: fail`)."""
 
 
+class AuditDifferenceError(LakejoinError):
+    """The audit found output rows that differ from what the inputs at the pins give."""
+
+
 class CommandError(LakejoinError):
     """A command's arguments do not fit the pipeline: a key of the wrong length or type, a
     version the output does not have."""

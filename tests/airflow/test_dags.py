@@ -306,9 +306,10 @@ def test_a_failing_batch_fails_its_task(airflow_home, spark):
     assert after.batch_id == before.batch_id
 
 
-def test_nothing_new_skips_without_spark_and_a_repair_runs_from_the_form(own_pipeline, spark):
+def test_nothing_new_skips_without_spark_and_a_repair_runs_from_the_form(own_pipeline, spark, capfd):
     """A run with no new source versions skips every task after reading only the Delta logs;
-    a repair from the trigger form re-derives at the checkpoint and leaves it where it was."""
+    the form's full audit finds a row edited behind lakejoin's back; a repair from the form
+    re-derives at the checkpoint, mends it and leaves the checkpoint where it was."""
     from airflow.utils.state import DagRunState, TaskInstanceState
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
@@ -335,6 +336,16 @@ def test_nothing_new_skips_without_spark_and_a_repair_runs_from_the_form(own_pip
     DeltaTable.forPath(spark, spec.views["display_products"].path).update(
         "product_id = 'p01'", {"display_name": F.lit("STALE")}
     )
+    # The nightly check from the form: no new versions, but every key is compared, and the row
+    # edited behind lakejoin's back fails its view's task by name.
+    audited = dag.test(run_conf={"views": ["display_products"], "audit_full": True})
+    assert audited.state == DagRunState.FAILED
+    assert {ti.task_id: ti.state for ti in audited.get_task_instances()}["display_products"] == (
+        TaskInstanceState.FAILED
+    )
+    log = capfd.readouterr()
+    assert "AuditDifferenceError" in log.out + log.err and "'p01'" in log.out + log.err
+
     run = dag.test(run_conf={"views": ["display_products"], "repair_from": "0"})
     assert run.state == DagRunState.SUCCESS
     assert {ti.task_id: ti.state for ti in run.get_task_instances()} == {

@@ -9,7 +9,7 @@ fk move, a right delete with dependents, the re-insert of that right row, a chan
 merchant an fk moved away from, a left delete + re-insert), so even the two examples CI runs are
 meaningful. Each history also draws the join type (left or
 inner). After every batch, the view must equal the plain-Python oracle at the batch's pinned
-versions.
+versions, and its join health totals (issue 40) a plain-Python recount.
 
     LAKEJOIN_HYPOTHESIS_EXAMPLES=25 pytest tests/properties/test_properties.py     # a longer search
     LAKEJOIN_HYPOTHESIS_SHRINK=1 ...                                     # shrink a failure (slow)
@@ -34,7 +34,7 @@ from tests.histories import (
     rows_of,
     upserts,
 )
-from tests.lakehouse import MERCHANTS, PRODUCTS
+from tests.lakehouse import MERCHANTS, PRODUCTS, fk_join_health
 
 pytestmark = pytest.mark.property
 
@@ -122,3 +122,5 @@ def test_incremental_equals_recompute_after_every_batch(spark, tmp_path, history
             summary = lake.run(spec, checks=number % CHECKS_EVERY == 0)
         note(f"  -> {summary.outcome.value}, pinned {summary.pinned_versions}")
         assert lake.output(spec) == lake.expected(spec), f"{history.how} join after batch {number}"
+        health = fk_join_health(lake, spec)  # join health's totals, carried batch to batch
+        assert health["logged"] == health["counted"], f"{history.how} join health after batch {number}"

@@ -88,7 +88,8 @@ def run_batches(spec_file: str) -> dict[str, dict]:
     selected = [v for v in spec.view_order() if _selected(context, v)]
     results: dict[str, dict] = {v: {"state": NOT_SELECTED} for v in spec.view_order() if v not in selected}
     full_refresh, repair = _asked(context)
-    if not full_refresh and repair is None:
+    audit_full = bool(context["params"].get("audit_full"))
+    if not full_refresh and repair is None and not audit_full:
         # Only whether Spark must start: the first view with work answers it, and its batch
         # (like every view's) plans again in run_view, so the views after it are not read twice.
         pending = {}
@@ -109,8 +110,9 @@ def run_batches(spec_file: str) -> dict[str, dict]:
         detail = result.error or (result.summary.reason if result.summary else None)
         print(f"{result.view}: {result.state.value}" + (f": {detail}" if detail else ""), flush=True)
 
+    spark = lineage_parent(spark_session(spec.spark), context)
     run_pipeline(
-        lineage_parent(spark_session(spec.spark), context),
+        spark,
         spec,
         selected,
         full_refresh=full_refresh,
@@ -118,7 +120,26 @@ def run_batches(spec_file: str) -> dict[str, dict]:
         parallel=context["params"].get("parallel"),
         on_result=show,
     )
+    if audit_full:
+        audit_views(spark, spec, results)
     return results
+
+
+def audit_views(spark: Any, spec: PipelineSpec, results: dict[str, dict]) -> None:
+    """The trigger form's `audit_full`: every key of each view whose batch did not fail, against
+    a recompute at its last batch's pins. A view that differs fails its task, naming the keys."""
+    from lakejoin.engine.audit import audit_view, difference_error
+
+    for view, result in results.items():
+        if result["state"] not in ("committed", "nothing new"):
+            continue
+        found = audit_view(spark, spec, spec.views[view])
+        if found is None:
+            continue
+        if found.differences:
+            error = difference_error(spec, spec.views[view], found, "the full audit of this run")
+            result.update(state="failed", error=str(error), error_type=type(error).__name__)
+        print(f"{view}: audit of every key: {found.differences} key(s) differ from a recompute", flush=True)
 
 
 def _xcom(result: Any) -> dict:  # a ViewResult

@@ -6,6 +6,7 @@ lakejoin run pipelines/marketplace.yaml --repair-from V|TIMESTAMP [--repair-to V
 lakejoin status pipelines/marketplace.yaml
 lakejoin report pipelines/marketplace.yaml [--view NAME] [--last N]
 lakejoin explain pipelines/marketplace.yaml VIEW KEY... [--at VERSION] [--json]
+lakejoin audit pipelines/marketplace.yaml [--view NAME] [--full]
 
 A run ends with what committed, had nothing new, failed or was skipped (it reads a view that
 failed). Exit status: 0 when no view failed, 1 when one did, 2 for an error in the command or
@@ -93,6 +94,16 @@ def _parser() -> argparse.ArgumentParser:
         help="as of this version of the view's output (default: its latest)",
     )
     explain.add_argument("--json", action="store_true", help="print a JSON document for tools")
+    audit = commands.add_parser(
+        "audit", help="how much of each view the audit has checked; --full: check every key now"
+    )
+    audit.add_argument("spec", help="path to the pipeline spec (YAML)")
+    audit.add_argument("--view", action="append", help="only this view (repeatable)")
+    audit.add_argument(
+        "--full",
+        action="store_true",
+        help="compare every key of the output with a recompute at its last batch's pins (Spark)",
+    )
     return parser
 
 
@@ -140,6 +151,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from lakejoin.cli.explain import explain_command
 
             return explain_command(console, spec, args.view, args.key, at=args.at, as_json=args.json)
+        if args.command == "audit":
+            from lakejoin.cli.audit import audit_command
+
+            return audit_command(console, spec, args.view, full=args.full)
         if args.command == "report":
             return _report(console, spec, args.view, last=args.last)
         return _status(console, spec)
@@ -321,6 +336,8 @@ def _status(console: Console, spec: PipelineSpec) -> int:
     from deltalake import DeltaTable
 
     from lakejoin.delta.log import BatchLog
+    from lakejoin.quality.audit_plan import coverage
+    from lakejoin.quality.health import Health
 
     log = BatchLog.of(spec)
     histories = log.histories(spec.view_order())
@@ -354,6 +371,10 @@ def _status(console: Console, spec: PipelineSpec) -> int:
         }
         if "definition" in record.notes and record.status.value == "committed":  # why it ran in full
             lines["full run"] = record.notes["definition"]
+        lines["audit"] = coverage(history, view.audit).text() if view.audit.enabled else "off"
+        health = Health.from_metrics(done.metrics) if done else None
+        if health is not None:
+            lines["health"] = health.text()
         facts = Table.grid(padding=(0, 1, 0, 0))
         facts.add_column(width=11, justify="right", style="dim")  # a wrapped fact keeps its indent
         facts.add_column(overflow="fold")

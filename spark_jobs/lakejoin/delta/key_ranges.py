@@ -15,7 +15,7 @@ aggregate; keys that cluster, like the recent rows CDC mostly updates, read only
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -127,11 +127,19 @@ class NullKeyFoundError(Exception):
         self.rows = rows
 
 
-def materialised(frame: DataFrame, columns: Columns = (), *, refuse_null_keys: bool = False) -> Keys:
+def materialised(
+    frame: DataFrame,
+    columns: Columns = (),
+    *,
+    refuse_null_keys: bool = False,
+    also: Sequence[Column] = (),
+    seen: dict[str, Any] | None = None,
+) -> Keys:
     """Materialise `frame` once (a local checkpoint) and count its rows, and the range of each
     of `columns` when given, in that same Spark job (an observation), not in jobs of their own.
     With `refuse_null_keys` the same observation counts the rows with a null in any of
-    `columns`, and any raises `NullKeyFoundError`.
+    `columns`, and any raises `NullKeyFoundError`. `also`: more aggregates the same observation
+    computes, whose values go into `seen` (join health's counts, engine/health.py).
 
     (An observation, not a `raise_error` filter: Spark keeps a checkpointed frame's filters as
     constraints, and a semi-join on the key copies them onto the other side, where the
@@ -145,11 +153,13 @@ def materialised(frame: DataFrame, columns: Columns = (), *, refuse_null_keys: b
     from lakejoin.delta.change_feed import null_key
 
     observed = Observation()
-    measures = [F.count(F.lit(1)).alias("n"), *(KeyRange.aggregates(columns) if columns else [])]
+    measures = [F.count(F.lit(1)).alias("n"), *(KeyRange.aggregates(columns) if columns else []), *also]
     if refuse_null_keys and columns:
         measures.append(F.count(F.when(null_key(columns), F.lit(1))).alias("_lj_null_keys"))
     done = frame.observe(observed, *measures).localCheckpoint()
     row = observed.get
+    if seen is not None:
+        seen.update(row)
     if refuse_null_keys and columns and row["_lj_null_keys"]:
         raise NullKeyFoundError(int(row["_lj_null_keys"]))
     if not columns or not enabled(frame.sparkSession):

@@ -13,25 +13,33 @@ import enum
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta.key_ranges import materialised
 from lakejoin.delta.log import BatchLog
 from lakejoin.delta.markers import failpoint
 from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus
+from lakejoin.engine.audit import audit, difference_error
 from lakejoin.engine.changes import source_changes
+from lakejoin.engine.health import WaitingUpdate, count_batch, health_path
+from lakejoin.engine.health import observed as observed_health
 from lakejoin.engine.kinds import view_logic
 from lakejoin.engine.lineage import BatchLineage
 from lakejoin.engine.plan import BatchPlan, Skip, input_columns, latest_pin, plan_batch, plan_repair
 from lakejoin.engine.write import state_path, write_output, write_state
 from lakejoin.errors import CommittedElsewhereError, KeyConflictError, QualityCheckError, RepairError
 from lakejoin.quality import checks as quality
+from lakejoin.quality.audit_plan import DIFFERENCES, SLICE
+from lakejoin.quality.checks import Validation
+from lakejoin.quality.health import Health, breaches
+from lakejoin.quality.health import validation as health_validation
 from lakejoin.sink.key_upsert import enabled as upsert_enabled
 from lakejoin.spec.definition import fingerprint
 from lakejoin.spec.model import PipelineSpec, View
-from lakejoin.views.base import ViewKindLogic
+from lakejoin.views.base import Rebuilt, ViewKindLogic
 from lakejoin.views.context import BatchContext
+from lakejoin.views.health_flags import HEALTH_PIN, KEEP, plain
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -44,8 +52,10 @@ class Phase(enum.Enum):
     CHANGES = "changes"
     AFFECTED = "affected keys"
     RECOMPUTE = "recompute"
+    HEALTH = "health"
     CHECK = "check"
     WRITE = "write"
+    AUDIT = "audit"
     COMMIT = "commit"
 
 
@@ -232,18 +242,30 @@ def _run_planned(
             _log_unchanged(log, plan, summary)
             return
 
-    # 3-4. affected keys and recompute (the view kind's own rule)
+    # 3-4. affected keys and recompute (the view kind's own rule), its rows flagged with their
+    # join health, counted in the job that materialises them (views/health_flags.py)
     clock.enter(Phase.AFFECTED)
+    ctx.count_health = bool(kind.health_measures)
+    seen: dict[str, Any] = {}
     try:
         rebuilt = kind.rebuild(ctx, changes)
         clock.enter(Phase.RECOMPUTE)
-        recomputed, summary.recomputed_rows, _ = materialised(rebuilt.rows)
+        also = observed_health(kind) if ctx.count_health else []
+        flagged, summary.recomputed_rows, _ = materialised(rebuilt.rows, also=also, seen=seen)
+        recomputed = plain(flagged)
         lineage.output_columns = list(recomputed.dtypes)  # the frame's schema: no job
     except KeyConflictError as exc:
         _abandon(log, plan, summary, f"key conflict: {exc.what}")
         raise
     summary.kind_metrics.update(rebuilt.metrics)
     summary.notes.update(ctx.notes)
+    waiting, limits = None, None
+    if ctx.count_health:
+        clock.enter(Phase.HEALTH)
+        summary.recomputed_rows = int(seen[KEEP])
+        waiting, limits = _health(spec, view, kind, ctx, plan, summary, rebuilt, flagged, seen)
+        rebuilt = replace(rebuilt, previous=plain(rebuilt.previous) if rebuilt.previous is not None else None)
+        ctx.count_health = False
 
     # 5. check: a failing blocking check stops the batch before anything is written
     clock.enter(Phase.CHECK)
@@ -253,7 +275,7 @@ def _run_planned(
                 spec,
                 view,
                 plan,
-                kind.validations(ctx, recomputed),
+                [*kind.validations(ctx, recomputed), *([limits] if limits else [])],
                 rows=recomputed,
                 size=summary.recomputed_rows,
                 metrics=summary.metrics(),
@@ -269,6 +291,10 @@ def _run_planned(
     if plan.mode is not BatchMode.REPAIR:  # a repair re-derives rows at the state's own pins
         pins.update(write_state(ctx, kind, rebuilt))
         failpoint("after_state_write")
+    if waiting is not None:  # the waiting rows, pinned with the batch like a state table
+        version = waiting.write()
+        if version is not None:
+            pins[HEALTH_PIN] = version
     written = write_output(spark, spec, view, kind, plan, pins, recomputed, rebuilt)
     failpoint("after_output_commit")
     counts = written.counts
@@ -283,6 +309,17 @@ def _run_planned(
     if plan.finishing:
         summary.notes["output"] = "its first output commit was made by an earlier run; this run finished it"
 
+    # 6b. audit: one slice of the keys, re-derived at the pins, against what was just committed
+    audited = None
+    slice_ = plan.audit_slice if not plan.finishing else None
+    if slice_ is not None and checks:
+        clock.enter(Phase.AUDIT)
+        audited = audit(ctx, kind, written.version, slice_, view.audit.slices)
+        summary.kind_metrics.update({SLICE: slice_, DIFFERENCES: audited.differences})
+        summary.notes["audit"] = (
+            f"slice {slice_} of {view.audit.slices}: {audited.differences} key(s) differ from a recompute"
+        )
+
     # 7. log: an index of the committed batch, for people and the Airflow skip check
     clock.enter(Phase.COMMIT)
     summary.outcome = BatchOutcome.COMMITTED
@@ -296,6 +333,30 @@ def _run_planned(
             view.name,
             exc_info=True,
         )
+    if audited is not None and audited.differences:
+        raise difference_error(spec, view, audited, f"the audit of batch {plan.batch_id}")
+
+
+def _health(
+    spec: PipelineSpec,
+    view: View,
+    kind: ViewKindLogic,
+    ctx: BatchContext,
+    plan: BatchPlan,
+    summary: BatchSummary,
+    rebuilt: Rebuilt,
+    flagged: DataFrame,
+    seen: dict[str, Any],
+) -> tuple[WaitingUpdate, Validation | None]:
+    """Count the view's join health after this batch into its metrics; a limit it breaks is a
+    note. Returns the waiting rows' update, which step 6 writes, and the limits as a validation
+    (step 5 holds them: a `fail` limit's breach stops the batch before its commit)."""
+    last = Health.from_metrics(plan.last_metrics)
+    health, waiting = count_batch(ctx, kind, rebuilt, flagged, seen, last, health_path(spec, view))
+    summary.kind_metrics.update(health.metrics())
+    for breach in breaches(view.health, health):
+        summary.notes[f"health {breach.limit.measure}"] = breach.text()
+    return waiting, health_validation(view.health, health)
 
 
 def nothing_changed(plan: BatchPlan, changed_keys: dict[str, int]) -> str | None:

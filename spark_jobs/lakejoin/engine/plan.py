@@ -35,6 +35,7 @@ from lakejoin.errors import (
     RepairError,
     SourceError,
 )
+from lakejoin.quality.audit_plan import next_slice
 from lakejoin.spec.definition import (
     Definition,
     comparable,
@@ -44,6 +45,7 @@ from lakejoin.spec.definition import (
     view_definition,
 )
 from lakejoin.spec.model import OnDefinitionChange, PipelineSpec, Source, View
+from lakejoin.views.health_flags import HEALTH_PIN
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -74,6 +76,9 @@ class BatchPlan:
     definition: Definition | None = field(default=None, compare=False)
     schemas: dict[str, dict[str, str]] = field(default_factory=dict, compare=False, repr=False)
     rewrite: str | None = None  # why the output is rewritten whole, not merged (its key changed)
+    audit_slice: int | None = None  # the slice of the keys the batch audits (quality/audit_plan.py)
+    # The metrics of the last committed batch (join health's totals go on from them).
+    last_metrics: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     def marker(self, part: str, pinned_versions: Mapping[str, int] | None = None) -> BatchMarker:
         pins = dict(self.pinned_versions if pinned_versions is None else pinned_versions)
@@ -108,6 +113,7 @@ class ViewBatches:
     half_written: BatchMarker | None
     next_id: int
     unchanged: BatchRecord | None = None
+    audit_slice: int | None = None  # the slice the next batch audits, if incremental
 
 
 def _where(view: View, source: Source) -> str:
@@ -151,7 +157,8 @@ def view_batches(spec: PipelineSpec, view: View, log: BatchLog, *, need_pins: bo
             before = find_commit(view.path, lambda m: m.part == FINAL)
             committed = _record(view.name, *before) if before else None
     unchanged = read_on(history, committed) if half is None else None
-    return ViewBatches(committed, half, max(ids, default=0) + 1, unchanged)
+    next_id = max(ids, default=0) + 1
+    return ViewBatches(committed, half, next_id, unchanged, next_slice(history, view.audit, next_id))
 
 
 def read_on(history: list[BatchRecord], committed: BatchRecord | None) -> BatchRecord | None:
@@ -293,6 +300,8 @@ def plan_batch(
         start = dict(batches.unchanged.pinned_versions)
         since = f"batch {batches.unchanged.batch_id} (no change of content since batch {committed.batch_id})"
     pinned.update({pin: start.get(pin, -1) for pin in kind.state_tables("")})
+    if kind.health_measures and HEALTH_PIN in start:  # the waiting rows the last batch left
+        pinned[HEALTH_PIN] = start[HEALTH_PIN]
     moved = [s for s in kind.change_sources if start.get(s.name, -1) != pinned[s.name]]
     nothing_new = not any(
         s.name not in start or may_hold_changes(s.path, start[s.name], pinned[s.name]) for s in moved
@@ -378,6 +387,8 @@ def _planned(
         definition=definition,
         schemas=schemas,
         rewrite=rewrite,
+        audit_slice=batches.audit_slice if mode is BatchMode.INCREMENTAL else None,
+        last_metrics=dict(batches.committed.metrics) if batches.committed is not None else {},
     )
 
 

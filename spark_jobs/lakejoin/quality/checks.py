@@ -68,8 +68,9 @@ class Validation:
     """One Great Expectations validation: a scope name, the rows, the expectations."""
 
     scope: str
-    rows: DataFrame
+    rows: Any  # a Spark DataFrame, or a pandas one of a few rows lakejoin counted itself
     expectations: list[Any]
+    notes: tuple[str, ...] = ()  # said with a failure of this scope (join health: its keys)
 
 
 def key_expectations(key: Columns) -> list[Any]:
@@ -160,6 +161,11 @@ def check_batch(
             for c in checks
             if c.blocking
         )
+        said = [
+            n for v in validations if any(c.blocking and c.scope == v.scope for c in checks) for n in v.notes
+        ]
+        if said:
+            failed += f" ({'; '.join(said)})"
         fix = (
             "nothing was committed; fix the source data and run again (the next run plans afresh; a "
             "batch half written into the output is finished on the versions it recorded, so to get "

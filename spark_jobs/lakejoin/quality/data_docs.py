@@ -96,7 +96,10 @@ class DataDocs:
 
         self._serial += 1
         name = f"{view}.{scope}"
-        data, engine = (frame.toArrow().to_pandas(), "pandas") if driver else (frame, "spark")
+        if not hasattr(frame, "sparkSession"):  # a pandas frame lakejoin built (join health)
+            data, engine = frame, "pandas"
+        else:
+            data, engine = (frame.toArrow().to_pandas(), "pandas") if driver else (frame, "spark")
         suite = self.context.suites.add_or_update(gx.ExpectationSuite(name=name, expectations=expectations))
         definition = self.context.validation_definitions.add(
             gx.ValidationDefinition(

@@ -154,6 +154,41 @@ class Enrich:
 Definition = FkJoin | ListJoin | Rekey | Enrich
 
 
+SLICES = 64  # the audit's default number of key slices: every key checked within 64 audits
+BUDGET = 0.1  # the audit's default share of a view's batch time
+
+
+class OnBreach(enum.Enum):
+    FAIL = "fail"  # stop the batch before its output commit, naming the counts and a few keys
+    WARN = "warn"  # report it: the summary, the report, the batch log
+
+
+@dataclass(frozen=True)
+class Limit:
+    """A bound on one measure of a view's health, and what a breach does."""
+
+    measure: str
+    max_share: float | None = None  # of the left rows, held back or not (list_join: of all elements)
+    max_rows: int | None = None
+    max_batches: int | None = None  # `waiting`: the oldest waiting row's age in batches
+    max_hours: float | None = None  # ... and in hours
+    on_breach: OnBreach = OnBreach.WARN
+
+
+@dataclass(frozen=True)
+class Audit:
+    """Audit batches re-derive one of `slices` slices of the view's keys (a hash of the key
+    modulo `slices`, the next slice each time) and compare it with the output. Which batches:
+    every `every`-th one when set; else (the default) a batch whenever the view's batches since
+    the last audit took `1 / budget` times that audit's time, so the audit costs about `budget`
+    of the view's batch time whatever the view's size."""
+
+    slices: int = SLICES
+    every: int | None = None
+    budget: float = BUDGET
+    enabled: bool = True
+
+
 @dataclass(frozen=True)
 class View:
     name: str
@@ -163,6 +198,9 @@ class View:
     line: int | None
     lines: Mapping[str, int] = field(default_factory=dict, repr=False, compare=False)
     on_definition_change: OnDefinitionChange = OnDefinitionChange.FULL_REFRESH
+    # Trust (spec/trust.py): limits on the join's health, and the continuous audit.
+    health: tuple[Limit, ...] = ()
+    audit: Audit = field(default_factory=lambda: Audit())
 
     @property
     def inputs(self) -> tuple[str, ...]:

@@ -27,6 +27,7 @@ from lakejoin.spec.model import (
     ViewKind,
 )
 from lakejoin.spec.registry import KINDS
+from lakejoin.spec.trust import parse_audit, parse_health
 from lakejoin.spec.yaml_lines import SpecReader, compose_with_lines
 
 
@@ -124,11 +125,15 @@ def _views(
         path = _resolve(base, explicit) if explicit else str(Path(storage) / "views" / name)
         lines = {k[len(key) + 1 :]: v for k, v in reader.lines.items() if k.startswith(key + ".")}
         policy = _on_definition_change(reader, body, key)
-        views[name] = View(name, kind, definition, path, reader.lines.get(key), lines, policy)
+        health = parse_health(reader, body.get("health"), f"{key}.health", kind)
+        audit = parse_audit(reader, body.get("audit"), f"{key}.audit")
+        views[name] = View(name, kind, definition, path, reader.lines.get(key), lines, policy, health, audit)
     return views
 
 
-VIEW_SETTINGS = frozenset({"path", "on_definition_change"})  # a view's keys beside its kind
+VIEW_SETTINGS = frozenset(
+    {"path", "on_definition_change", "health", "audit"}
+)  # a view's keys beside its kind
 
 
 def _on_definition_change(reader: SpecReader, body: dict[str, Any], key: str) -> OnDefinitionChange:

@@ -66,6 +66,11 @@ class ViewKindLogic(ABC):
     them."""
 
     state_name = "state table"  # what the view's state table is called in messages
+    # Join health (views/health_flags.py): the measures `rebuild` flags per row while
+    # `ctx.count_health` is on (none: the kind counts no health yet), and the one whose rows
+    # wait for a row of another input (the batch keeps them, with since when, in a table).
+    health_measures: tuple[str, ...] = ()
+    waits: str | None = None
 
     def __init__(self, spec: PipelineSpec, view: View) -> None:
         self.spec = spec

@@ -57,6 +57,10 @@ class BatchContext:
     derive_previous: bool = False
     changed: dict[str, int] = field(default_factory=dict)  # keys changed per change source
     changed_range: dict[str, KeyRange] = field(default_factory=dict)  # their key range
+    # Off while the audit derives rows lazily (engine/audit.py): the audited batch checked them.
+    check_inputs: bool = True
+    # On while a batch counts join health: `rebuild` returns flagged rows (views/health_flags.py).
+    count_health: bool = False
     _snapshots: dict[str, DataFrame] = field(default_factory=dict)
     _values: dict[tuple[int, Key], list[tuple[Any, ...]] | None] = field(default_factory=dict)
 
@@ -119,6 +123,8 @@ class BatchContext:
             )
 
     def require_unique(self, rows: DataFrame, source: Source) -> None:
+        if not self.check_inputs:
+            return
         key = list(source.key)
         duplicates = rows.groupBy(*key).count().where("count > 1").orderBy(*key).limit(5).collect()
         if duplicates:
@@ -307,7 +313,8 @@ class BatchContext:
     def whole_source(self, source: Source) -> DataFrame:
         """The pinned snapshot, checked for null and duplicate keys (a full recompute reads it all)."""
         rows = self.snapshot(source)
-        self.require_keys(rows, source)
+        if self.check_inputs:
+            self.require_keys(rows, source)
         return rows
 
 

@@ -21,6 +21,7 @@ from lakejoin.spec.model import FkJoin, JoinHow, Key, PipelineSpec, View
 from lakejoin.views.base import Rebuilt, ViewKindLogic
 from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
+from lakejoin.views.health_flags import KEEP, flag
 from lakejoin.views.joins import matching, previous_rows, referenced_right_rows, wanted_names
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ def recompute(
     *,
     right_key: Key,
     right_columns: Sequence[str],
+    flags: bool = False,
 ) -> DataFrame:
     """The output rows of the given left rows: left columns, then the prefixed right columns.
 
@@ -54,19 +56,36 @@ def recompute(
     every left row, with null right columns when the fk is null or unmatched. Matching is
     exact equality of every fk column with its right key column, so `a` never matches `ab`,
     and an fk with a null in any column never matches anything.
+
+    With `flags` (views/health_flags.py), every left row, flagged `null_fk` and `missing_right`
+    (an fk without nulls that matches no right key), and kept as the join keeps it.
     """
     from pyspark.sql import functions as F
 
     match = wanted_names(len(right_key))
+    found = "_lj_right_found"
     right = right_rows.select(
         *[F.col(k).alias(m) for k, m in zip(right_key, match, strict=True)],
         *[F.col(c).alias(join.right_prefix + c) for c in right_columns],
+        *([F.lit(True).alias(found)] if flags else []),
     )
-    joined = left_rows.join(right, matching(left_rows, join.fk, right, match), how=join.how.value)
-    return joined.select(
+    how = "left" if flags else join.how.value
+    joined = left_rows.join(right, matching(left_rows, join.fk, right, match), how=how)
+    columns = [
         *[left_rows[c] for c in left_rows.columns],
         *[F.col(join.right_prefix + c) for c in right_columns],
-    )
+    ]
+    if flags:
+        null_fk = F.lit(False)
+        for c in join.fk:
+            null_fk = null_fk | left_rows[c].isNull()
+        matched = F.col(found).isNotNull()
+        columns += [
+            null_fk.cast("int").alias(flag("null_fk")),
+            (~null_fk & ~matched).cast("int").alias(flag("missing_right")),
+            (matched if join.how is JoinHow.INNER else F.lit(True)).alias(KEEP),
+        ]
+    return joined.select(*columns)
 
 
 class FkJoinView(ViewKindLogic):
@@ -84,6 +103,9 @@ class FkJoinView(ViewKindLogic):
     @property
     def output_key(self) -> tuple[str, ...]:
         return self.left.key
+
+    health_measures = ("missing_right", "null_fk")
+    waits = "missing_right"
 
     def _right_columns(self, schemas: Mapping[str, Mapping[str, str]]) -> list[str]:
         return chosen_right_columns(self.join, list(schemas[self.right.name]), self.right.key)
@@ -116,6 +138,7 @@ class FkJoinView(ViewKindLogic):
                     self.join,
                     right_key=self.right.key,
                     right_columns=right_columns,
+                    flags=ctx.count_health,
                 )
                 previous = None
                 if left_before is not None:
@@ -126,6 +149,7 @@ class FkJoinView(ViewKindLogic):
                         self.join,
                         right_key=self.right.key,
                         right_columns=right_columns,
+                        flags=ctx.count_health,
                     )
                 return Rebuilt(rows, affected, count, bounds, metrics=counts, previous=previous)
         left_rows = ctx.whole_source(self.left)
@@ -133,7 +157,12 @@ class FkJoinView(ViewKindLogic):
         right_rows = ctx.whole_source(self.right)
         ctx.require_unique(right_rows, self.right)
         rows = recompute(
-            left_rows, right_rows, self.join, right_key=self.right.key, right_columns=right_columns
+            left_rows,
+            right_rows,
+            self.join,
+            right_key=self.right.key,
+            right_columns=right_columns,
+            flags=ctx.count_health,
         )
         return Rebuilt(rows, None, metrics=counts)
 

@@ -1,0 +1,114 @@
+"""`python -m bench.audit_cost`: what the continuous audit adds to a batch (issue 40).
+
+The benchmark's `orders_customers` fk_join (orders left-joined with customers) on its tables
+(15 M orders by default), a first batch, then batches of the `facts` scenario at 1 % (orders and
+products updated, inserted, deleted), under the default audit (one of 64 slices, in the
+batches the budget of 0.1 allows: the first incremental batch, then whenever the batches since
+the last audit took ten times its time). A batch's audit phase is timed by the batch itself
+(`phase_seconds["audit"]`, after the output commit). Two figures:
+- an audit batch's audit seconds over the rest of that batch (what one slice costs);
+- the audit's seconds over the rest of every batch's (what the view pays, with the budget).
+
+Figures go to `<out>/bench/audit_cost.json` and two entries of `<out>/bench/targets.json`
+("audit slice cost as a share of the batch", limit 0.1 each).
+
+    python -m bench.audit_cost --orders 15000000 --out docs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+VIEW = "orders_customers"
+ROUNDS = 12
+RATE = 0.01
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bench.changes import ChangeMaker, Scenario
+    from bench.fixed_cost import run_views
+    from bench.measure import lakejoin_commit
+    from bench.tables import Sizes, write_sources
+    from bench.targets import replace_entries
+    from bench.variants import spec_for
+    from lakejoin.delta.session import spark_session
+
+    parser = argparse.ArgumentParser(prog="python -m bench.audit_cost", description=__doc__.split("\n")[0])
+    parser.add_argument("--orders", type=int, default=15_000_000)
+    parser.add_argument("--out", default="docs")
+    parser.add_argument("--work", default="build/audit-cost-lake")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--driver-memory", default="8g")
+    args = parser.parse_args(argv)
+
+    work = Path(args.work)
+    shutil.rmtree(work, ignore_errors=True)
+    spark = spark_session(app_name="lakejoin-audit-cost", extra={"spark.driver.memory": args.driver_memory})
+    sizes = Sizes.at(args.orders)
+    paths = write_sources(spark, work, sizes, args.seed)
+    spec = spec_for("audit_cost", work / "lakejoin", paths)
+    assert spec.views[VIEW].audit.enabled, "the benchmark measures the default audit"
+    maker = ChangeMaker(spark, paths, sizes, args.seed)
+    run_views(spark, spec, "first", order=[VIEW])
+
+    batches = []
+    for number in range(1, ROUNDS + 1):
+        changed = maker.apply(Scenario.FACTS, RATE, number)
+        figures = run_views(spark, spec, f"facts-{number}", order=[VIEW])[VIEW]
+        audit = figures["phases"].get("audit", 0.0)
+        batches.append({**figures, "changed": changed, "audit_seconds": audit})
+        print(f"batch {number}: audit {audit:.2f} s of {figures['seconds']:.2f} s", flush=True)
+    spark.stop()
+
+    audited = [b for b in batches if b["audit_seconds"]]
+    per_audit = statistics.median(
+        round(b["audit_seconds"] / (b["seconds"] - b["audit_seconds"]), 3) for b in audited
+    )
+    spent = sum(b["audit_seconds"] for b in batches)
+    paid = round(spent / (sum(b["seconds"] for b in batches) - spent), 3)
+    record: dict[str, Any] = {
+        "orders": args.orders,
+        "rate": RATE,
+        "view": VIEW,
+        "commit": lakejoin_commit(),
+        "command": " ".join(argv if argv is not None else sys.argv[1:]),
+        "batches": batches,
+        "audit_batches": len(audited),
+        "per_audit_share": per_audit,
+        "paid_share": paid,
+    }
+    out = Path(args.out) / "bench"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "audit_cost.json").write_text(json.dumps(record, indent=2) + "\n")
+    scale = f"{args.orders / 1e6:g} M orders, facts at {RATE:.0%}, {VIEW}"
+    entries = [
+        {
+            "target": f"audit slice cost as a share of the batch ({scale}: an audit batch's audit seconds "
+            f"over the rest of it, median of {len(audited)})",
+            "measured": per_audit,
+            "limit": 0.1,
+            "met": per_audit <= 0.1,
+        },
+        {
+            "target": f"audit cost as a share of the view's batch time, default budget ({scale}: audit "
+            f"seconds over the rest of {ROUNDS} batches, {len(audited)} of them audited)",
+            "measured": paid,
+            "limit": 0.1,
+            "met": paid <= 0.1,
+        },
+    ]
+    for entry in entries:
+        entry.update(batch="audit_cost", commit=record["commit"])
+    replace_entries(out / "targets.json", "audit_cost", entries)
+    print(f"one audit: {per_audit} of its batch; paid over {ROUNDS} batches: {paid} ({len(audited)} audits)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,138 @@
+"""A view's trust settings (issue 40): the limits on its join health, and its continuous audit.
+
+```yaml
+views:
+  orders_customers:
+    fk_join: {left: orders, right: customers, fk: customer_id, how: inner}
+    health:
+      missing_right: {max_share: 0.01, on_breach: fail}   # left rows whose fk finds no right row
+      null_fk: {max_rows: 100}                             # on_breach: warn by default
+      waiting: {max_batches: 3, max_hours: 24}            # the oldest row still waiting
+    audit: {slices: 64, budget: 0.1}                       # the default; `every: N`; `audit: off`
+```
+
+Each kind has its own measures (`MEASURES`); `waiting` belongs to every kind that has one. A
+limit is a share of the view's rows, a count of rows, or (for `waiting`) an age in batches or
+hours; `fail` stops the batch before its commit, `warn` reports.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lakejoin.spec.model import BUDGET, SLICES, Audit, Limit, OnBreach, ViewKind
+from lakejoin.spec.yaml_lines import SpecReader, describe
+
+# What each kind counts, by the name a limit uses, and what it counts.
+MEASURES: dict[ViewKind, dict[str, str]] = {
+    ViewKind.FK_JOIN: {
+        "missing_right": "left rows whose fk finds no right row (null-filled, or held back by an inner join)",
+        "null_fk": "left rows whose fk holds a null",
+        "waiting": "the oldest left row still without its right row",
+    },
+    ViewKind.LIST_JOIN: {
+        "missing_elements": "list elements without a right row",
+        "lists_with_missing": "left rows whose list has an element without a right row",
+        "waiting": "the oldest list still waiting for an element's right row",
+    },
+    ViewKind.REKEY: {
+        "null_keys": "master rows dropped for a null derived key",
+        "conflicts": "derived keys claimed by more than one master",
+    },
+    ViewKind.ENRICH: {
+        "missing_dimension": "facts whose row of some dimension is missing",
+        "waiting": "the oldest fact still without a dimension row",
+    },
+}
+AGES = ("max_batches", "max_hours")
+AMOUNTS = ("max_share", "max_rows")
+
+
+def parse_health(reader: SpecReader, raw: Any, key: str, kind: ViewKind) -> tuple[Limit, ...]:
+    """The limits under a view's `health:`."""
+    if raw is None:
+        return ()
+    raw = reader.mapping(raw, key)
+    known = MEASURES[kind]
+    limits = []
+    for measure, body in raw.items():
+        where = f"{key}.{measure}"
+        if measure not in known:
+            said = "; ".join(f"{m}: {what}" for m, what in known.items())
+            raise reader.fail(
+                where, f"a {kind.value} view has no health measure '{measure}'", f"use one of: {said}"
+            )
+        body = reader.mapping(body, where)
+        bounds = AGES if measure == "waiting" else AMOUNTS
+        reader.only(body, where, {*bounds, "on_breach"})
+        if not any(b in body for b in bounds):
+            raise reader.fail(
+                where,
+                f"a limit on '{measure}' sets none of {', '.join(bounds)}",
+                f"set one: {bounds[0]}: ...",
+            )
+        values = {b: _bound(reader, body, where, b) for b in bounds if b in body}
+        text = reader.text(body, where, "on_breach", required=False) or OnBreach.WARN.value
+        try:
+            on_breach = OnBreach(text)
+        except ValueError:
+            raise reader.fail(
+                f"{where}.on_breach", f"unknown on_breach '{text}'", "use fail or warn"
+            ) from None
+        whole = {b: int(v) for b, v in values.items() if b in ("max_rows", "max_batches")}
+        real = {b: float(v) for b, v in values.items() if b in ("max_share", "max_hours")}
+        limits.append(
+            Limit(
+                measure,
+                max_share=real.get("max_share"),
+                max_rows=whole.get("max_rows"),
+                max_batches=whole.get("max_batches"),
+                max_hours=real.get("max_hours"),
+                on_breach=on_breach,
+            )
+        )
+    return tuple(limits)
+
+
+def _bound(reader: SpecReader, body: dict[str, Any], where: str, name: str) -> float | int:
+    value = body[name]
+    share = name == "max_share"
+    whole = name in ("max_rows", "max_batches")
+    ok = not isinstance(value, bool) and isinstance(value, int | float) and value >= 0
+    ok = ok and (not share or value <= 1) and (not whole or float(value).is_integer())
+    if not ok:
+        wanted = (
+            "a share from 0 to 1" if share else "a whole number, 0 or more" if whole else "a number of hours"
+        )
+        raise reader.fail(f"{where}.{name}", f"'{name}' must be {wanted}, found {describe(value)}")
+    return int(value) if whole else float(value)
+
+
+def parse_audit(reader: SpecReader, raw: Any, key: str) -> Audit:
+    """A view's `audit:` (absent: one of 64 slices whenever the budget allows; `off`: none)."""
+    if raw is None:
+        return Audit()
+    if raw is False or raw == "off":
+        return Audit(enabled=False)
+    raw = reader.mapping(raw, key)
+    reader.only(raw, key, {"slices", "every", "budget"})
+    if "every" in raw and "budget" in raw:
+        raise reader.fail(
+            key,
+            "'every' and 'budget' both say which batches audit",
+            "keep one: every: N (each N-th batch) or budget: 0.1 (about that share of the batch time)",
+        )
+    settings: dict[str, Any] = {}
+    for name in ("slices", "every"):
+        value = raw.get(name, SLICES if name == "slices" else None)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise reader.fail(
+                f"{key}.{name}", f"'{name}' must be a whole number, 1 or more, found {describe(value)}"
+            )
+        settings[name] = value
+    budget = raw.get("budget", BUDGET)
+    if isinstance(budget, bool) or not isinstance(budget, int | float) or not 0 < budget <= 1:
+        raise reader.fail(
+            f"{key}.budget", f"'budget' must be a share above 0 and at most 1, found {describe(budget)}"
+        )
+    return Audit(slices=settings["slices"], every=settings["every"], budget=float(budget))

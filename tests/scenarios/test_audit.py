@@ -1,0 +1,82 @@
+"""The continuous audit (issue 40): each batch re-derives one slice of the view's keys from the
+inputs at its pins and compares it with the output it committed. An output row edited behind
+lakejoin's back (by delta-rs) is found at once by `lakejoin audit --full` and within one round of
+slices by the batches, named, and mended by a full refresh."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lakejoin.errors import AuditDifferenceError
+from lakejoin.quality.audit_plan import DIFFERENCES, SLICE
+from lakejoin.spec.parse import load_spec
+from tests.lakehouse import MERCHANTS, PRODUCTS, Lakehouse
+
+pytestmark = pytest.mark.scenario
+
+VIEW = "display_products"
+AUDITED = """\
+  {view}:
+    fk_join: {{left: products, right: merchants, fk: merchant_id, how: left,
+              right_columns: [display_name], fanout_threshold: 1.0}}
+    audit: {{slices: 4, every: 1}}
+"""
+
+
+def audited(lake: Lakehouse):  # noqa: ANN201
+    """The shop's fk_join, audited in 4 slices, one each batch."""
+    spec_file = Path(lake.spec("left").file)
+    text = spec_file.read_text(encoding="utf-8")
+    spec_file.write_text(text[: text.index(f"  {VIEW}:")] + AUDITED.format(view=VIEW), encoding="utf-8")
+    return load_spec(spec_file)
+
+
+def test_an_output_row_edited_behind_lakejoins_back_is_found_within_one_round_of_slices(lake, capsys):
+    from deltalake import DeltaTable
+
+    from lakejoin.cli.main import main
+
+    lake.create("merchants", MERCHANTS, [("m1", "Acme", "a.png"), ("m2", "Bolt", "b.png")])
+    products = [(f"p{i}", f"item {i}", float(i), "m1" if i % 2 else "m2") for i in range(1, 13)]
+    lake.create("products", PRODUCTS, products)
+    spec = audited(lake)
+    assert spec.views[VIEW].audit.slices == 4
+    assert lake.run(spec, VIEW).outcome.value == "committed"  # batch 1: a full refresh, no audit
+
+    assert main(["audit", str(spec.file), "--full"]) == 0
+    assert f"{VIEW}: every key matches a recompute" in capsys.readouterr().out
+
+    output = DeltaTable(spec.views[VIEW].path)
+    output.update(predicate="product_id = 'p3'", updates={"display_name": "'Forged'"})
+    assert main(["audit", str(spec.file), "--view", VIEW, "--full"]) == 1
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "lakejoin audit --full (every key) found 1 key(s)" in shown and "'p3'" in shown
+    assert f"--view {VIEW} --full-refresh" in shown
+
+    found = None
+    audited_slices = []
+    for n in range(4):  # batches 2-5 audit slices 1, 2, 3, 0 (batch 1's would be 0)
+        lake.upsert("products", "product_id", [(f"q{n}", "new", 1.0, "m1")])
+        try:
+            summary = lake.run(spec, VIEW)
+        except AuditDifferenceError as error:
+            found = error
+            break
+        audited_slices.append(summary.kind_metrics[SLICE])
+        assert summary.kind_metrics[DIFFERENCES] == 0
+    assert found is not None, f"4 audit batches (slices {audited_slices}) did not find p3"
+    assert "'p3'" in found.what and "1 key(s)" in found.what
+    assert f"--view {VIEW} --full-refresh" in found.fix
+
+    assert main(["status", str(spec.file)]) == 0
+    last = f"last difference: batch {2 + len(audited_slices)} (1 keys)"
+    assert last in " ".join(capsys.readouterr().out.split())
+
+    lake.run(spec, VIEW, full_refresh=True)
+    assert lake.output(spec, VIEW) == lake.expected(spec, VIEW)
+    assert main(["audit", str(spec.file), "--full"]) == 0
+    assert main(["audit", str(spec.file)]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert f"{VIEW}: every key checked within the last 1 batches; {last}" in shown
