@@ -107,7 +107,7 @@ def test_dag_files_import_without_spark(airflow_home):
     assert lines[-2] == "['null', 'array'] None"
     assert lines[-3] == (
         "['batches', 'display_products', 'listed_products'] 1 "
-        "['full_refresh', 'parallel', 'repair_from', 'repair_to', 'views']"
+        "['audit_full', 'full_refresh', 'parallel', 'repair_from', 'repair_to', 'views']"
     )
     assert lines[-1] == "[]"
 

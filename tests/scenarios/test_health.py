@@ -9,6 +9,7 @@ import pytest
 
 from lakejoin.errors import QualityCheckError
 from lakejoin.quality.health import Health
+from lakejoin.quality.reports import reports_root
 from tests.lakehouse import MERCHANTS, PRODUCTS, Lakehouse
 
 pytestmark = pytest.mark.scenario
@@ -77,6 +78,13 @@ def test_health_counts_equal_a_recount_after_every_batch_and_waiting_rows_age(la
 
     refreshed = health_of(lake.run(spec, full_refresh=True))  # counts every key; p1 keeps its since
     assert (refreshed.totals["missing_right"], refreshed.waiting_batches) == (1, 3)
+
+    # The view's page says it, with the audit's coverage, and plots the totals over the batches.
+    folder = reports_root(spec) / VIEW
+    page = (folder / "index.html").read_text(encoding="utf-8")
+    assert "<b>join health</b>: missing_right 1, null_fk 0 of 3 rows; oldest waiting 3 batches" in page
+    assert "<b>audit</b>: every key checked within the last 1 batches; last difference: none" in page
+    assert "join health (rows)" in (folder / "trends.svg").read_text(encoding="utf-8")
 
 
 def test_a_fail_limit_stops_the_batch_before_its_commit_and_a_warn_limit_is_a_note(lake):

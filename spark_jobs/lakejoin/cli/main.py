@@ -327,8 +327,10 @@ KIND_METRICS = {name: label for kind in KINDS.values() for name, label in kind.l
 
 
 def kind_details(metrics: dict[str, int]) -> str:
-    """The view kind's own counts, for the summary (composite rows rebuilt, conflicts...)."""
-    return ", ".join(f"{KIND_METRICS.get(k, k)} {n}" for k, n in metrics.items()) or "-"
+    """The view kind's own counts, for the summary (composite rows rebuilt, conflicts...). Join
+    health and the audit have lines of their own (`lakejoin status`, the notes)."""
+    own = {k: n for k, n in metrics.items() if not k.startswith(("health.", "audit."))}
+    return ", ".join(f"{KIND_METRICS.get(k, k)} {n}" for k, n in own.items()) or "-"
 
 
 def _status(console: Console, spec: PipelineSpec) -> int:

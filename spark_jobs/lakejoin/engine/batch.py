@@ -33,7 +33,7 @@ from lakejoin.quality import checks as quality
 from lakejoin.quality.audit_plan import DIFFERENCES, SLICE
 from lakejoin.quality.checks import Validation
 from lakejoin.quality.health import Health, breaches
-from lakejoin.quality.health import validation as health_validation
+from lakejoin.quality.health_checks import validation as health_validation
 from lakejoin.sink.key_upsert import enabled as upsert_enabled
 from lakejoin.spec.definition import fingerprint
 from lakejoin.spec.model import PipelineSpec, View

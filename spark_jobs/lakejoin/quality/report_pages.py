@@ -182,8 +182,17 @@ def _short(values: dict[str, Any], limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
-def view_index(pipeline: str, view: str, kind: str, reports: list[dict[str, Any]], plot: str | None) -> str:
-    """A view's page: its recent batches, newest first, and the trends as of the latest."""
+def view_index(
+    pipeline: str,
+    view: str,
+    kind: str,
+    reports: list[dict[str, Any]],
+    plot: str | None,
+    *,
+    facts: dict[str, str] | None = None,
+) -> str:
+    """A view's page: what the audit covered and its join health (`facts`), its recent batches,
+    newest first, and the trends as of the latest."""
     rows = []
     for r in reports:
         name = f"batch-{r['batch_id']:06d}"
@@ -200,6 +209,7 @@ def view_index(pipeline: str, view: str, kind: str, reports: list[dict[str, Any]
     body = [
         f"<nav>{link('../index.html', 'pipeline ' + pipeline)} / view {escape(view)}</nav>",
         f"<h1>{escape(view)} <span class=muted>({escape(kind)})</span></h1>",
+        "".join(f"<p><b>{escape(k)}</b>: {escape(v)}</p>" for k, v in (facts or {}).items()),
         table(
             ["batch", "mode", "checked at (UTC)", "checks", "inserted", "updated", "deleted"], rows, {4, 5, 6}
         )

@@ -51,7 +51,7 @@ def write_batch_pages(spec: PipelineSpec, view: str, report: Path) -> Path:
     latest = _load(report)
     page = write_batch_page(spec, latest)
     write_trends_of(spec, latest, histories.get(view, []))
-    write_view_index(spec, view)
+    write_view_index(spec, view, histories.get(view, []))
     write_pipeline_index(spec, histories)
     return page
 
@@ -72,7 +72,7 @@ def write_reports(
             write_batch_page(spec, report)
         if reports:
             write_trends_of(spec, reports[-1], histories.get(view, []))
-        write_view_index(spec, view)
+        write_view_index(spec, view, histories.get(view, []))
         if on_view:
             on_view(view)
     return write_pipeline_index(spec, histories)
@@ -115,13 +115,30 @@ def trend_points(report: dict[str, Any], history: list[BatchRecord]) -> list[Bat
     return [*earlier[-(PLOTTED_BATCHES - 1) :], this]
 
 
-def write_view_index(spec: PipelineSpec, view: str) -> Path:
+def write_view_index(spec: PipelineSpec, view: str, history: list[BatchRecord]) -> Path:
     files = json_reports(spec, view)[-LISTED_BATCHES:]
     reports = [_load(f) for f in reversed(files)]
     folder = reports_root(spec) / view
     plot = TRENDS if (folder / TRENDS).exists() else None
-    page = report_pages.view_index(spec.name, view, spec.views[view].kind.value, reports, plot)
+    page = report_pages.view_index(
+        spec.name, view, spec.views[view].kind.value, reports, plot, facts=trust_facts(spec, view, history)
+    )
     return _write(folder / "index.html", page)
+
+
+def trust_facts(spec: PipelineSpec, view: str, history: list[BatchRecord]) -> dict[str, str]:
+    """What the view's page says of the audit's coverage and the view's join health (issue 40),
+    from its batch log."""
+    from lakejoin.quality.audit_plan import coverage
+    from lakejoin.quality.health import Health
+
+    audit = spec.views[view].audit
+    facts = {"audit": coverage(history, audit).text() if audit.enabled else "off"}
+    done = next((r for r in reversed(history) if r.status is BatchStatus.COMMITTED), None)
+    health = Health.from_metrics(done.metrics) if done is not None else None
+    if health is not None:
+        facts["join health"] = health.text()
+    return facts
 
 
 def write_pipeline_index(spec: PipelineSpec, histories: Histories) -> Path:
