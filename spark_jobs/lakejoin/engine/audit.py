@@ -70,7 +70,9 @@ def in_slice(key: Key, slice_: int | None, slices: int) -> Column:
 
 def derived_rows(ctx: BatchContext, kind: ViewKindLogic) -> DataFrame:
     """Every row the inputs at the batch's pins give the view, lazily: the kind's full recompute
-    with the input checks off (the batch that is audited ran them)."""
+    with the input checks off (the batch ran them). The audit compares them with the output;
+    join health recounts them (flagged, while `ctx.count_health` is on) when a batch has no
+    previous rows to count from."""
     ctx.check_inputs = False
     try:
         return kind.rebuild(ctx, None).rows

@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lakejoin.engine.audit import derived_rows
 from lakejoin.quality.health import Health, totals
 from lakejoin.views.health_flags import HEALTH_PIN as PIN
 from lakejoin.views.health_flags import KEEP, flag
@@ -108,7 +109,7 @@ def count_batch(
     late, whole = 0, rebuilt.affected is None or previous is None or last is None
     if whole:
         # Every key counted, or no rows before the batch to count from: the whole view, once.
-        rows_of = new_rows if rebuilt.affected is None else _recount(ctx, kind)
+        rows_of = new_rows if rebuilt.affected is None else derived_rows(ctx, kind)
         row = rows_of.agg(*_whole(kind)).first()
         assert row is not None
         after = {m: int(row[flag(m)]) for m in measures}
@@ -167,15 +168,6 @@ def _whole(kind: ViewKindLogic) -> list[Column]:
         keys = F.collect_list(F.when(F.col(flag(kind.waits)) > 0, F.struct(*kind.output_key)))
         out.append(keys.alias("_lj_waiting"))
     return out
-
-
-def _recount(ctx: BatchContext, kind: ViewKindLogic) -> DataFrame:
-    """Every row of the view at the pins, flagged, lazily (the input checks ran in the batch)."""
-    ctx.check_inputs = False
-    try:
-        return kind.rebuild(ctx, None).rows
-    finally:
-        ctx.check_inputs = True
 
 
 def _waiting(
