@@ -9,9 +9,12 @@ the last audit took ten times its time). A batch's audit phase is timed by the b
 - an audit batch's audit seconds over the rest of that batch (what one slice costs);
 - the audit's seconds over the rest of every batch's (what the view pays, with the budget).
 
-The same batches count what join health adds (issue 40): every Spark job started inside its
-count (`engine.health.count_batch`, run in a job group of its own); the flags are counted in the
-job that materialises the rows, and the waiting rows are written by delta-rs (no job).
+The same batches count what join health adds (issue 40): every Spark job started inside its own
+steps (`engine.health.prior`, the affected keys among the view's flagged keys, and
+`count_batch`, each run in a job group of its own); the flags are counted in the job that
+materialises the rows, the null fks in the job that materialises the changes, and the flagged
+keys are written by delta-rs (no job). Each batch's `health.*` metrics are kept beside it, so
+the figure says whether the view had flagged keys to look among.
 
 Figures go to `<out>/bench/audit_cost.json` and three entries of `<out>/bench/targets.json`
 ("audit slice cost as a share of the batch", limit 0.1 each; "join health: added Spark jobs
@@ -44,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench.targets import replace_entries
     from bench.variants import spec_for
     from lakejoin.delta.session import spark_session
+    from lakejoin.engine.batch import batch_log
 
     parser = argparse.ArgumentParser(prog="python -m bench.audit_cost", description=__doc__.split("\n")[0])
     parser.add_argument("--orders", type=int, default=15_000_000)
@@ -66,19 +70,23 @@ def main(argv: list[str] | None = None) -> int:
 
     import lakejoin.engine.batch as batch_module
 
-    count = batch_module.count_batch
     context = spark.sparkContext
 
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        """Join health's count inside a job group of its own, then the view's group back."""
-        group = context.getLocalProperty("spark.jobGroup.id")
-        context.setJobGroup(HEALTH_GROUP, HEALTH_GROUP)
-        try:
-            return count(*args, **kwargs)
-        finally:
-            context.setJobGroup(group or "", group or "")
+    def grouped(step: Any) -> Any:
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            """A step of join health inside a job group of its own, then the view's group back."""
+            group = context.getLocalProperty("spark.jobGroup.id")
+            context.setJobGroup(HEALTH_GROUP, HEALTH_GROUP)
+            try:
+                return step(*args, **kwargs)
+            finally:
+                context.setJobGroup(group or "", group or "")
 
-    batch_module.count_batch = counted  # type: ignore[assignment]
+        return counted
+
+    # What join health runs of its own: the affected keys among the flagged keys, and the count.
+    batch_module.prior = grouped(batch_module.prior)  # type: ignore[assignment]
+    batch_module.count_batch = grouped(batch_module.count_batch)  # type: ignore[assignment]
     tracker = context.statusTracker()
 
     batches = []
@@ -88,7 +96,17 @@ def main(argv: list[str] | None = None) -> int:
         figures = run_views(spark, spec, f"facts-{number}", order=[VIEW])[VIEW]
         audit = figures["phases"].get("audit", 0.0)
         health_jobs = len(tracker.getJobIdsForGroup(HEALTH_GROUP)) - health_before
-        batches.append({**figures, "changed": changed, "audit_seconds": audit, "health_jobs": health_jobs})
+        logged = batch_log(spec).last_committed(VIEW)
+        health = {k: v for k, v in (logged.metrics if logged else {}).items() if k.startswith("health.")}
+        batches.append(
+            {
+                **figures,
+                "changed": changed,
+                "audit_seconds": audit,
+                "health_jobs": health_jobs,
+                "health": health,
+            }
+        )
         print(f"batch {number}: audit {audit:.2f} s of {figures['seconds']:.2f} s", flush=True)
     spark.stop()
 
@@ -110,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         "paid_share": paid,
         "health_jobs": max(b["health_jobs"] for b in batches),
     }
+    flagged = max(b["health"].get("health.missing_right", 0) for b in batches)
     out = Path(args.out) / "bench"
     out.mkdir(parents=True, exist_ok=True)
     (out / "audit_cost.json").write_text(json.dumps(record, indent=2) + "\n")
@@ -130,8 +149,8 @@ def main(argv: list[str] | None = None) -> int:
             "met": paid <= 0.1,
         },
         {
-            "target": f"join health: added Spark jobs per batch ({scale}: jobs started inside its count, "
-            f"most of {args.rounds} batches)",
+            "target": f"join health: added Spark jobs per batch ({scale}: jobs started inside its own "
+            f"steps, most of {args.rounds} batches; {flagged:,} flagged keys to look among)",
             "measured": record["health_jobs"],
             "limit": 1,
             "met": record["health_jobs"] <= 1,

@@ -111,9 +111,14 @@ class Lakehouse:
         right_columns: str = "[display_name, photo_url]",
         extra: str = "",
         fanout: float = 1.0,
+        audit: str | None = "off",
     ) -> PipelineSpec:
         """The shop's fk_join spec. `fanout` 1.0 (never fall back to a full recompute) keeps the
-        tests, whose tables are tiny, on the routing path that most of them are about."""
+        tests, whose tables are tiny, on the routing path that most of them are about. `audit`
+        is the view's `audit:` (None: the default, a budget). It is off unless a test is about
+        it: the first incremental batch would audit, a job per test that proves nothing of its
+        own (the property histories and tests/scenarios/test_audit.py run it)."""
+        audited = f"    audit: {audit}\n" if audit is not None else ""
         text = f"""\
 pipeline: shop
 storage: {self.root / "store"}
@@ -124,7 +129,7 @@ views:
   display_products:
     fk_join: {{left: products, right: merchants, fk: merchant_id, how: {how},
               right_columns: {right_columns}, fanout_threshold: {fanout}}}
-{extra}"""
+{audited}{extra}"""
         file = self.root / "shop.yaml"
         file.write_text(text)
         return load_spec(file)
@@ -510,3 +515,55 @@ def status_blocks(output: str) -> dict[str, dict[str, str]]:
             name, _, head = line.partition(": ")
             current = blocks.setdefault(name, {"head": head.strip()})
     return blocks
+
+
+def health_recount(lake: Lakehouse, spec: PipelineSpec, view: str) -> dict[str, dict[str, int | None]]:
+    """A list_join's, rekey's or (propagate) enrich's join health recounted in plain Python at
+    the last committed pins, and what that batch logged (`health.*` metrics), side by side:
+    `{"counted": ..., "logged": ...}` (fk_join: `fk_join_health`)."""
+    from lakejoin.spec.model import Duplicates, ViewKind
+
+    record = batch_log(spec).last_committed(view)
+    assert record is not None
+    versions, definition = record.pinned_versions, spec.views[view]
+    if definition.kind is ViewKind.LIST_JOIN:
+        join = definition.list_join
+        right = spec.sources[join.right]
+        lists = source_rows(lake, spec, join.left, versions[join.left])
+        keys = {key_of(r, right.key) for r in source_rows(lake, spec, join.right, versions[join.right])}
+        missing = []
+        for row in lists:
+            elements = list(row[join.list] or [])
+            if join.duplicates is Duplicates.DROP:
+                elements = list({repr(e): e for e in elements}.values())  # one of each
+            found = [key_of(e, right.key) if isinstance(e, dict) else e for e in elements if e is not None]
+            missing.append(sum(k not in keys for k in found))
+        counted = {
+            "health.missing_elements": sum(missing),
+            "health.lists_with_missing": sum(n > 0 for n in missing),
+            "health.rows": len(lists),
+        }
+    elif definition.kind is ViewKind.REKEY:
+        rekey = definition.rekey
+        masters = lake.rows_at(rekey.source, versions[rekey.source])
+        claims: dict[Any, int] = {}
+        for r in masters:
+            if not null_key(key_of(r, rekey.key)):
+                claims[key_of(r, rekey.key)] = claims.get(key_of(r, rekey.key), 0) + 1
+        counted = {
+            "health.conflicts": sum(n > 1 for n in claims.values()) if rekey.unique else 0,
+            "health.null_keys": sum(null_key(key_of(r, rekey.key)) for r in masters),
+            "health.rows": len(masters),
+        }
+    else:
+        enrich = definition.enrich
+        facts = source_rows(lake, spec, enrich.fact, versions[enrich.fact])
+        missing_any = [False] * len(facts)
+        for d in enrich.dimensions:
+            key = spec.sources[d.table].key
+            found = {key_of(r, key) for r in source_rows(lake, spec, d.table, versions[d.table])}
+            for i, f in enumerate(facts):
+                fk = key_of(f, d.fk)
+                missing_any[i] |= not null_key(fk) and fk not in found
+        counted = {"health.missing_dimension": sum(missing_any), "health.rows": len(facts)}
+    return {"counted": counted, "logged": {k: record.metrics.get(k) for k in counted}}

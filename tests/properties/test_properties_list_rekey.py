@@ -7,7 +7,7 @@ and (rekey) masters written back unchanged by Spark's or delta-rs's MERGE or an 
 must not renew a claim (issue 36: the oracle's versions are those of changes of content).
 list_join histories draw the duplicates policy (keep or drop); rekey histories draw `on_conflict: latest` or
 `unique: false`. After every batch the view must equal its plain-Python oracle at the batch's
-pinned versions.
+pinned versions, and its join health totals (issue 40) a plain-Python recount.
 
     LAKEJOIN_HYPOTHESIS_EXAMPLES=25 pytest tests/properties/test_properties_list_rekey.py
 """
@@ -35,6 +35,7 @@ from tests.lakehouse import (
     MASTERS,
     PERSONS,
     Lakehouse,
+    health_recount,
     list_join_oracle,
     output_rows,
     rekey_oracle,
@@ -59,6 +60,8 @@ def run_history(lake: Lakehouse, spec, view: str, history: tuple, oracle) -> Non
             summary = lake.run(spec, view, checks=number % CHECKS_EVERY == 0)
         note(f"  -> {summary.outcome.value}, pinned {summary.pinned_versions}")
         assert output_rows(lake, spec, view) == oracle(lake, spec, view), f"after batch {number}"
+        health = health_recount(lake, spec, view)  # join health's totals, carried batch to batch
+        assert health["logged"] == health["counted"], f"join health after batch {number}"
 
 
 # --- list_join --------------------------------------------------------------------------------

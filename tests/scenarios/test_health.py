@@ -1,7 +1,9 @@
 """Join health (issue 40): an fk_join counts its left rows without a right row and with a null
 fk in the batch's own jobs, keeps the view's totals from batch to batch (the last total plus the
 affected keys' difference), knows how long the oldest row has waited and which rows arrived
-late, and holds the spec's limits."""
+late, and holds the spec's limits. A list_join's list carried from the output keeps its missing
+elements; a rekey's conflict resolved arrives late; a rekey's masters without a derived key are
+counted from the master's changes."""
 
 from __future__ import annotations
 
@@ -10,7 +12,16 @@ import pytest
 from lakejoin.errors import QualityCheckError
 from lakejoin.quality.health import Health
 from lakejoin.quality.reports import reports_root
-from tests.lakehouse import MERCHANTS, PRODUCTS, Lakehouse
+from tests.lakehouse import (
+    ADDRESSES,
+    MASTERS,
+    MERCHANTS,
+    PERSONS,
+    PRODUCTS,
+    Lakehouse,
+    health_recount,
+    write_spec,
+)
 
 pytestmark = pytest.mark.scenario
 
@@ -46,7 +57,7 @@ def test_health_counts_equal_a_recount_after_every_batch_and_waiting_rows_age(la
         PRODUCTS,
         [("p1", "pen", 1.0, "m1"), ("p2", "cup", 2.0, "m9"), ("p3", "lid", 3.0, None)],
     )
-    spec = lake.spec(how)
+    spec = lake.spec(how, audit=None)  # the page shows the audit's coverage
 
     def batch() -> Health:
         summary = lake.run(spec)
@@ -109,3 +120,52 @@ def test_a_fail_limit_stops_the_batch_before_its_commit_and_a_warn_limit_is_a_no
     lake.upsert("merchants", "merchant_id", [("m8", "Eight", "e.png")])  # one left: within the limit
     assert lake.run(spec).outcome.value == "committed"
     assert lake.output(spec) == lake.expected(spec)
+
+
+def test_a_carried_list_keeps_its_missing_elements_and_a_resolved_conflict_arrives_late(lake):
+    lake.create("persons", PERSONS, [("P1", "Ada", ["a1", "a9"]), ("P2", "Bob", ["a1"])])
+    lake.create("addresses", ADDRESSES, [("a1", "1 Elm", "Oslo")])
+    lake.create(
+        "merchants",
+        MASTERS,
+        [("m1", "Bolt", "NO", "b.png"), ("m2", "Bolt", "SE", "c.png"), ("m3", None, "DK", "d.png")],
+    )
+    views = """\
+  person_addresses:
+    list_join: {left: persons, list: address_ids, right: addresses, into: addresses, fanout_threshold: 1.0}
+  merchants_by_name:
+    rekey: {source: merchants, key: display_name, columns: [country], on_conflict: latest}
+"""
+    spec = write_spec(
+        lake, {"persons": "person_id", "addresses": "address_id", "merchants": "merchant_id"}, views
+    )
+
+    def batch(view: str) -> Health:
+        summary = lake.run(spec, view)
+        assert summary.outcome.value == "committed", summary.reason
+        recount = health_recount(lake, spec, view)
+        assert recount["logged"] == recount["counted"]
+        return health_of(summary)
+
+    lists, names = batch("person_addresses"), batch("merchants_by_name")
+    assert (lists.totals, lists.waiting_batches) == ({"missing_elements": 1, "lists_with_missing": 1}, 0)
+    assert (names.totals, names.waiting_batches) == ({"conflicts": 1, "null_keys": 1}, 0)
+
+    # P1 renamed, its list as it was: carried from the output, it keeps its missing a9 and its age.
+    lake.upsert("persons", "person_id", [("P1", "Ada Lovelace", ["a1", "a9"])])
+    carried = lake.run(spec, "person_addresses")
+    assert carried.metrics()["left_rows_carried"] == 1
+    assert (health_of(carried).totals["missing_elements"], health_of(carried).waiting_batches) == (1, 1)
+    # m2 renamed: 'Bolt' is m1's alone, the conflict resolved; m3 deleted: no master without a name.
+    lake.upsert("merchants", "merchant_id", [("m2", "Cog", "SE", "c.png")])
+    lake.delete("merchants", "merchant_id", ["m3"])
+    names = batch("merchants_by_name")
+    assert (names.totals, names.late, names.waiting_batches) == ({"conflicts": 0, "null_keys": 0}, 1, None)
+
+    lake.upsert("addresses", "address_id", [("a9", "9 Ash", "Oslo")])  # a9 arrives: P1 was late
+    lists = batch("person_addresses")
+    assert (lists.totals, lists.late, lists.waiting_batches) == (
+        {"missing_elements": 0, "lists_with_missing": 0},
+        1,
+        None,
+    )

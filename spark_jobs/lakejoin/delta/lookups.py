@@ -209,3 +209,22 @@ def duplicates(rows: pa.Table, key: Columns, *, shown: int = 5) -> list[tuple[tu
         counts[k] = counts.get(k, 0) + 1
     held = sorted((k, n) for k, n in counts.items() if n > 1)
     return held[:shown]
+
+
+def row_count(path: str, version: int) -> int | None:
+    """The rows of a Delta table at `version`, from its files' statistics on the driver (no
+    scan, no job), less the rows its deletion vectors remove (which the statistics still
+    count); None when a file has no row count."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from deltalake import DeltaTable
+
+    table = DeltaTable(path, version=version)
+    records = pa.table(table.get_add_actions(flatten=True))["num_records"]
+    if records.null_count:
+        return None
+    rows = int(pc.sum(records).as_py() or 0)
+    if "deletionVectors" in (table.protocol().reader_features or []):
+        kept = pc.list_flatten(pa.table(table.deletion_vectors().read_all())["selection_vector"])
+        rows -= int(pc.sum(pc.invert(kept).cast(pa.int64())).as_py() or 0)
+    return rows

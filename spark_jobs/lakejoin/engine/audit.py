@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
     from lakejoin.spec.model import PipelineSpec, View
-    from lakejoin.views.base import ViewKindLogic
+    from lakejoin.views.base import Rebuilt, ViewKindLogic
     from lakejoin.views.context import BatchContext
 
 SHOWN = 20  # keys an audit names
@@ -68,16 +68,20 @@ def in_slice(key: Key, slice_: int | None, slices: int) -> Column:
     return F.pmod(F.xxhash64(*[F.col(c) for c in key]), F.lit(slices)) == F.lit(slice_)
 
 
-def derived_rows(ctx: BatchContext, kind: ViewKindLogic) -> DataFrame:
+def derived(ctx: BatchContext, kind: ViewKindLogic) -> Rebuilt:
     """Every row the inputs at the batch's pins give the view, lazily: the kind's full recompute
     with the input checks off (the batch ran them). The audit compares them with the output;
     join health recounts them (flagged, while `ctx.count_health` is on) when a batch has no
-    previous rows to count from."""
+    flagged keys or totals to go on from."""
     ctx.check_inputs = False
     try:
-        return kind.rebuild(ctx, None).rows
+        return kind.rebuild(ctx, None)
     finally:
         ctx.check_inputs = True
+
+
+def derived_rows(ctx: BatchContext, kind: ViewKindLogic) -> DataFrame:
+    return derived(ctx, kind).rows
 
 
 def audit(

@@ -13,7 +13,7 @@ import enum
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta.key_ranges import materialised
@@ -22,7 +22,16 @@ from lakejoin.delta.markers import failpoint
 from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus
 from lakejoin.engine.audit import audit, difference_error
 from lakejoin.engine.changes import source_changes
-from lakejoin.engine.health import WaitingUpdate, count_batch, health_path
+from lakejoin.engine.health import (
+    FlaggedUpdate,
+    Prior,
+    change_counts,
+    count_batch,
+    counted_changes,
+    health_path,
+    prior,
+    with_old,
+)
 from lakejoin.engine.health import observed as observed_health
 from lakejoin.engine.kinds import view_logic
 from lakejoin.engine.lineage import BatchLineage
@@ -231,9 +240,12 @@ def _run_planned(
         changes = {}
         for s in kind.change_sources:
             where = ctx.where(s, plan.pinned_versions[s.name])
+            # join health a kind counts from a source's changes, in the job that materialises them
+            counting, counted = change_counts(kind, s.name), dict[str, Any]()
             changes[s.name], summary.changed_keys[s.name], ctx.changed_range[s.name] = source_changes(
-                spark, s, plan, where=where
+                spark, s, plan, where=where, also=counting, seen=counted
             )
+            ctx.health_changes.update(counted_changes(kind, counted))
         ctx.changed.update(summary.changed_keys)
         unchanged = nothing_changed(plan, summary.changed_keys)
         if unchanged is not None:  # rows written back as they were: nothing new, no output commit
@@ -250,8 +262,12 @@ def _run_planned(
     try:
         rebuilt = kind.rebuild(ctx, changes)
         clock.enter(Phase.RECOMPUTE)
-        also = observed_health(kind) if ctx.count_health else []
-        flagged, summary.recomputed_rows, _ = materialised(rebuilt.rows, also=also, seen=seen)
+        rows, also, flagged_before = rebuilt.rows, [], None
+        if ctx.count_health:  # the affected keys' flags before the batch, beside the new ones
+            flagged_before = prior(ctx, kind, rebuilt, health_path(spec, view))
+            rows = with_old(ctx, kind, rows, flagged_before)
+            also = observed_health(kind, rows.columns)
+        flagged, summary.recomputed_rows, _ = materialised(rows, also=also, seen=seen)
         recomputed = plain(flagged)
         lineage.output_columns = list(recomputed.dtypes)  # the frame's schema: no job
     except KeyConflictError as exc:
@@ -260,12 +276,11 @@ def _run_planned(
     summary.kind_metrics.update(rebuilt.metrics)
     summary.notes.update(ctx.notes)
     waiting, limits = None, None
-    if ctx.count_health:
+    if flagged_before is not None:
         clock.enter(Phase.HEALTH)
         summary.recomputed_rows = int(seen[KEEP])
-        waiting, limits = _health(spec, view, kind, ctx, plan, summary, rebuilt, flagged, seen)
-        rebuilt = replace(rebuilt, previous=plain(rebuilt.previous) if rebuilt.previous is not None else None)
-        ctx.count_health = False
+        waiting, limits = _health(view, kind, ctx, plan, summary, rebuilt, flagged, seen, flagged_before)
+    ctx.count_health = False
 
     # 5. check: a failing blocking check stops the batch before anything is written
     clock.enter(Phase.CHECK)
@@ -291,7 +306,7 @@ def _run_planned(
     if plan.mode is not BatchMode.REPAIR:  # a repair re-derives rows at the state's own pins
         pins.update(write_state(ctx, kind, rebuilt))
         failpoint("after_state_write")
-    if waiting is not None:  # the waiting rows, pinned with the batch like a state table
+    if waiting is not None:  # the flagged keys, pinned with the batch like a state table
         version = waiting.write()
         if version is not None:
             pins[HEALTH_PIN] = version
@@ -338,7 +353,6 @@ def _run_planned(
 
 
 def _health(
-    spec: PipelineSpec,
     view: View,
     kind: ViewKindLogic,
     ctx: BatchContext,
@@ -347,12 +361,13 @@ def _health(
     rebuilt: Rebuilt,
     flagged: DataFrame,
     seen: dict[str, Any],
-) -> tuple[WaitingUpdate, Validation | None]:
+    before: Prior,
+) -> tuple[FlaggedUpdate, Validation | None]:
     """Count the view's join health after this batch into its metrics; a limit it breaks is a
-    note. Returns the waiting rows' update, which step 6 writes, and the limits as a validation
+    note. Returns the flagged keys' update, which step 6 writes, and the limits as a validation
     (step 5 holds them: a `fail` limit's breach stops the batch before its commit)."""
     last = Health.from_metrics(plan.last_metrics)
-    health, waiting = count_batch(ctx, kind, rebuilt, flagged, seen, last, health_path(spec, view))
+    health, waiting = count_batch(ctx, kind, rebuilt, flagged, seen, last, before)
     summary.kind_metrics.update(health.metrics())
     for breach in breaches(view.health, health):
         summary.notes[f"health {breach.limit.measure}"] = breach.text()

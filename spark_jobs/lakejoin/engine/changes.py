@@ -4,7 +4,8 @@ changes (an observation counts null keys), not in a scan of its own."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta.change_feed import (
     net_changes,
@@ -19,17 +20,24 @@ from lakejoin.errors import NullKeyError
 from lakejoin.spec.model import Key, Source, shown
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from lakejoin.engine.plan import BatchPlan
 
 
 def source_changes(
-    spark: SparkSession, source: Source, plan: BatchPlan, *, where: str
+    spark: SparkSession,
+    source: Source,
+    plan: BatchPlan,
+    *,
+    where: str,
+    also: Sequence[Column] = (),
+    seen: dict[str, Any] | None = None,
 ) -> tuple[DataFrame, int, KeyRange]:
     """The net change of every key of `source` in the plan's range, materialised once, how
     many keys changed and their range (both taken in the same job: a state write of these keys
-    reads only their range)."""
+    reads only their range). `also`: more aggregates of the changes that job computes, into
+    `seen` (join health's, engine/health.change_counts)."""
     first = plan.start_versions.get(source.name, -1) + 1
     last = plan.pinned_versions[source.name]
     if first > last:
@@ -39,7 +47,7 @@ def source_changes(
             rows = repair_changes(spark, source, first, plan.repair_ends[source.name], last)
         else:
             rows = net_changes(read_change_feed(spark, source.path, first, last), source.key)
-        return materialised(rows, source.key, refuse_null_keys=True)
+        return materialised(rows, source.key, refuse_null_keys=True, also=also, seen=seen)
     except NullKeyFoundError:
         whose = (
             f"whose key '{source.key[0]}' is null"

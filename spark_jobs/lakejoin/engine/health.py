@@ -1,33 +1,45 @@
-"""Join health in a batch (issue 40): the counts, the waiting rows and the limits.
+"""Join health in a batch (issue 40): the counts, the flagged keys and the limits.
 
-The kind flags each row it rebuilds (views/health_flags.py); the batch counts the new rows'
-flags in the job that materialises them (`observed`, no job of its own). What the affected keys
-counted before the batch comes from their rows at the previous pins (`Rebuilt.previous`, which
-the write derives anyway): one job joins them with the new rows by key and returns the old
-counts, the rows that stopped or started waiting, and the late arrivals (rows that waited and
-now have their row). The view's totals are the last batch's plus the difference
-(quality/health.totals).
+The kind flags each row it rebuilds (views/health_flags.py): one integer per measure, and
+whether the view keeps the row. The batch counts them in the job that materialises the rows
+(an observation, no job of its own).
 
-The rows that wait (an fk without its right row...) are kept in a small Delta table of the
-view's, `<state>/health/<view>` (key, `since_batch`, `since`), rewritten by delta-rs on the
-driver in one commit per batch in which it changes, and pinned with the batch like a state
-table (`_health`): a batch run again after a crash reads it as the batch before left it. The
-oldest row's age is read from it.
+What the affected keys counted before the batch comes from the view's **flagged keys**: a
+small Delta table, `<state>/health/<view>`, that holds every output key with a non-zero flag
+(an orphan, a list with a missing element, a conflict...), its flags, and since when it has
+waited (`since_batch`, `since`). A healthy view's table is empty. Before the rows are
+materialised, the batch finds the affected keys among them (`prior`): on the driver when the
+table is empty, else in one Spark job (the affected keys, materialised already, against the
+table as a local relation). Those rows are joined to the new rows by broadcast inside the
+materialising job, which so also counts the keys that stopped waiting and are still there
+(`late`), and gives a row the kind carried as it was (a list_join's unchanged list) its old
+flags. The view's totals are the last batch's less the old flags plus the new
+(quality/health.totals): no batch counts the whole view.
 
-A batch with no previous rows (a repair, a batch being finished, the MERGE write) counts the
-whole view again: one aggregate job over the kind's full recompute.
+After the batch the table is the rows before, less the affected keys', plus the new flagged
+rows (collected by the same observation: bounded by the affected keys). delta-rs rewrites it on
+the driver, one commit in a batch where it changes, pinned with the batch like a state table
+(`_health`): a batch run again after a crash reads it as the batch before left it.
+
+A share is of the rows of the kind's row source (fk_join's and list_join's left, enrich's
+facts, rekey's master) at the batch's pin, from the table's file statistics (delta-rs, no job).
+
+A batch with no table or no totals to go on from (the first with health, after an upgrade)
+counts the whole view: one aggregate job over the kind's full recompute. A full refresh counts
+its own rows, which are the whole view, in their observation.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakejoin.engine.audit import derived_rows
+from lakejoin.delta.records import BatchMode
 from lakejoin.quality.health import Health, totals
 from lakejoin.views.health_flags import HEALTH_PIN as PIN
-from lakejoin.views.health_flags import KEEP, flag
+from lakejoin.views.health_flags import PREFIX, flag
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -39,30 +51,141 @@ if TYPE_CHECKING:
 
 SINCE_BATCH, SINCE = "since_batch", "since"
 EXAMPLES = 5  # keys a breach names
-_OLD, _NEW = "_lj_old", "_lj_new"
+OLD = PREFIX + "old_"  # the affected keys' flags before the batch, joined to the new rows
+_WAS = PREFIX + "was_waiting"
+_FLAGGED, _LATE = "_lj_flagged", "_lj_late"
+_CHANGE_BEFORE, _CHANGE_AFTER = "_lj_had_", "_lj_has_"
 
 
 def health_path(spec: PipelineSpec, view: View) -> str:
     return str(Path(spec.state_path) / "health" / view.name)
 
 
-def observed(kind: ViewKindLogic) -> list[Column]:
+@dataclass(frozen=True)
+class Prior:
+    """The flagged keys as the last batch left them (`before`, None: no table yet, or one from
+    before the kind flagged these measures), and those among this batch's affected keys (`old`;
+    every row of `before` when the batch rewrites every key)."""
+
+    path: str
+    version: int  # the table's version the batch read (-1: none)
+    before: pa.Table | None
+    old: pa.Table | None
+
+
+def prior(ctx: BatchContext, kind: ViewKindLogic, rebuilt: Rebuilt, path: str) -> Prior:
+    """Read the flagged keys at the batch's pin and find the affected keys among them: no job
+    when the table is empty or the batch rewrites every key, else one (module docstring)."""
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    plan = ctx.plan
+    version = plan.pinned_versions.get(PIN, plan.start_versions.get(PIN, -1))
+    if version < 0 or not DeltaTable.is_deltatable(path):
+        return Prior(path, -1, None, None)
+    before = DeltaTable(path, version=version).to_pyarrow_table()
+    if [c for c in before.column_names if c.startswith(PREFIX)] != [flag(m) for m in kind.health_kept]:
+        return Prior(path, version, None, None)  # an older table's: counted again from the view
+    key = list(kind.output_key)
+    if rebuilt.affected is None or before.num_rows == 0:
+        return Prior(path, version, before, before)
+    affected = rebuilt.affected
+    if affected.isLocal():  # keys listed on the driver (lookups.py): no job
+        found = affected.collect()
+    else:
+        found = affected.select(*key).join(_frame(ctx, before.select(key)), on=key, how="left_semi").collect()
+    wanted = {tuple(r[c] for c in key) for r in found}
+    mask = [tuple(r[c] for c in key) in wanted for r in before.select(key).to_pylist()]
+    return Prior(path, version, before, before.filter(pa.array(mask, type=pa.bool_())))
+
+
+def _frame(ctx: BatchContext, rows: pa.Table) -> DataFrame:
+    """A small arrow table as a Spark local relation (no job), broadcast where it is joined."""
+    from pyspark.sql import functions as F
+
+    return F.broadcast(ctx.spark.createDataFrame(rows))
+
+
+def with_old(ctx: BatchContext, kind: ViewKindLogic, rows: DataFrame, before: Prior) -> DataFrame:
+    """The flagged rows with the affected keys' old flags beside them (a broadcast join in the
+    materialising job; nothing when no affected key was flagged). A row whose flags are null
+    is one the kind carried as it was: it keeps its old flags."""
+    from pyspark.sql import functions as F
+
+    old = before.old
+    if old is None or old.num_rows == 0 or rebuilt_all(before, old):
+        return rows
+    key, measures = list(kind.output_key), kind.health_kept
+    side = _frame(
+        ctx,
+        old.select([*key, *(flag(m) for m in measures)]).rename_columns([*key, *(OLD + m for m in measures)]),
+    )
+    joined = rows.join(side, on=key, how="left")
+    filled = [F.coalesce(F.col(flag(m)), F.col(OLD + m), F.lit(0)).alias(flag(m)) for m in measures]
+    others = [c for c in rows.columns if c not in {flag(m) for m in measures}]
+    out = joined.select(*others, *filled, *(OLD + m for m in measures))
+    if kind.waits is not None:
+        out = out.withColumn(_WAS, F.coalesce(F.col(OLD + kind.waits), F.lit(0)) > 0)
+    return out
+
+
+def rebuilt_all(before: Prior, old: pa.Table) -> bool:
+    """Whether `old` is every flagged key (a batch that rewrites every key): no join needed."""
+    return before.before is not None and old is before.before
+
+
+def observed(kind: ViewKindLogic, frame_columns: Sequence[str]) -> list[Column]:
     """What the job that materialises the flagged rows also counts: each measure, the rows
-    kept, and the first keys of the waiting rows (for a breach's message)."""
+    kept, the flagged rows themselves (key and flags: bounded by the affected keys), and the
+    rows that waited before the batch and no longer do (`late`)."""
     from pyspark.sql import functions as F
 
     from lakejoin.views.health_flags import sums
 
+    key, kept = list(kind.output_key), kind.health_kept
     out = sums(kind.health_measures)
-    if kind.waits is not None:
-        keys = F.collect_list(F.when(F.col(flag(kind.waits)) > 0, F.struct(*kind.output_key)))
-        out.append(F.slice(F.sort_array(keys), 1, EXAMPLES).alias("_lj_examples"))
+    any_flag = F.greatest(*[F.col(flag(m)) for m in kept], F.lit(0)) > 0
+    struct = F.struct(*key, *[F.col(flag(m)).cast("long").alias(flag(m)) for m in kept])
+    out.append(F.collect_list(F.when(any_flag, struct)).alias(_FLAGGED))
+    if kind.waits is not None and _WAS in frame_columns:
+        late = F.col(_WAS) & (F.col(flag(kind.waits)) == 0)
+        out.append(F.count(F.when(late, F.lit(1))).alias(_LATE))
     return out
 
 
+def change_counts(kind: ViewKindLogic, source: str) -> list[Column]:
+    """The aggregates the job that materialises `source`'s net changes also computes: for each
+    measure the kind counts from them (`ViewKindLogic.health_changes`), the changed rows that
+    had it before the batch and those that have it after."""
+    from pyspark.sql import functions as F
+
+    from lakejoin.delta.change_feed import BEFORE, CHANGE, ChangeKind, null_key
+
+    out = []
+    for measure, (name, columns) in kind.health_changes.items():
+        if name != source:
+            continue
+        had = F.col(BEFORE).isNotNull() & null_key([f"{BEFORE}.{c}" for c in columns])
+        has = (F.col(CHANGE) == ChangeKind.UPSERT.value) & null_key(list(columns))
+        out += [
+            F.count_if(had).alias(_CHANGE_BEFORE + measure),
+            F.count_if(has).alias(_CHANGE_AFTER + measure),
+        ]
+    return out
+
+
+def counted_changes(kind: ViewKindLogic, seen: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
+    """What `change_counts` found, per measure: (before, after)."""
+    return {
+        m: (int(seen[_CHANGE_BEFORE + m] or 0), int(seen[_CHANGE_AFTER + m] or 0))
+        for m in kind.health_changes
+        if _CHANGE_BEFORE + m in seen
+    }
+
+
 @dataclass(frozen=True)
-class WaitingUpdate:
-    """The waiting rows after the batch, and whether they differ from the table's (then step 6
+class FlaggedUpdate:
+    """The flagged keys after the batch, and whether they differ from the table's (then step 6
     writes them, one delta-rs commit, before the output commit)."""
 
     path: str
@@ -85,141 +208,167 @@ def count_batch(
     kind: ViewKindLogic,
     rebuilt: Rebuilt,
     new_rows: DataFrame,
-    seen: dict[str, Any],
+    seen: Mapping[str, Any],
     last: Health | None,
-    path: str,
-) -> tuple[Health, WaitingUpdate]:
-    """The view's health after this batch, and its waiting rows.
+    before: Prior,
+) -> tuple[Health, FlaggedUpdate]:
+    """The view's health after this batch, and its flagged keys.
 
     `new_rows`: the materialised flagged rows; `seen`: what their job observed; `last`: the
-    health the last committed batch logged; `path`: the waiting rows' table."""
-    from pyspark.sql import functions as F
+    health the last committed batch logged; `before`: the flagged keys before the batch."""
+    from lakejoin.engine.audit import derived
 
-    from lakejoin.views.context import shown_value
-
-    measures, key, waits = kind.health_measures, list(kind.output_key), kind.waits
-    new = {m: int(seen[flag(m)]) for m in measures}
-    examples = (
-        {waits: [shown_value(tuple(key), tuple(r)) for r in seen.get("_lj_examples") or []]} if waits else {}
-    )
+    measures, kept, key, waits = kind.health_measures, kind.health_kept, list(kind.output_key), kind.waits
     plan = ctx.plan
-    version = plan.pinned_versions.get(PIN, plan.start_versions.get(PIN, -1))
-    before = _read(path, version)
-    previous = rebuilt.previous
-    late, whole = 0, rebuilt.affected is None or previous is None or last is None
-    if whole:
-        # Every key counted, or no rows before the batch to count from: the whole view, once.
-        rows_of = new_rows if rebuilt.affected is None else derived_rows(ctx, kind)
-        row = rows_of.agg(*_whole(kind)).first()
+    incremental = (
+        rebuilt.affected is not None
+        and before.before is not None
+        and last is not None
+        and plan.mode is BatchMode.INCREMENTAL  # a repair re-derives at pins of its own
+    )
+    late = 0
+    if rebuilt.affected is None:  # every key rewritten: the rows counted are the whole view
+        after = {m: int(seen[flag(m)]) for m in measures} | dict(rebuilt.health_counts)
+        flagged = list(seen[_FLAGGED] or [])
+    elif not incremental:
+        # No flagged keys or totals to go on from: the whole view, counted once.
+        whole = derived(ctx, kind)
+        row = whole.rows.agg(*observed(kind, [])).first()
         assert row is not None
-        after = {m: int(row[flag(m)]) for m in measures}
-        started = [tuple(k) for k in row["_lj_waiting"] or []] if waits else []
-        stopped: list[tuple[Any, ...]] = []
-        rows = int(row["_lj_rows"])
+        after = {m: int(row[flag(m)]) for m in measures} | dict(whole.health_counts)
+        flagged = list(row[_FLAGGED] or [])
     else:
-        assert previous is not None and last is not None
-
-        # The affected keys before (their rows at the previous pins) and after, side by side.
-        def side(frame: DataFrame, name: str) -> DataFrame:
-            cols = [F.col(flag(m)).alias(f"{name}_{m}") for m in measures]
-            return frame.select(*key, *cols, F.col(KEEP).alias(f"{name}_keep"))
-
-        both = side(previous, _OLD).join(side(new_rows, _NEW), on=key, how="full_outer")
-        aggregates = [F.coalesce(F.sum(f"{_OLD}_{m}"), F.lit(0)).alias(m) for m in measures]
-        aggregates.append(F.count(F.col(f"{_OLD}_keep")).alias("_lj_old_rows"))  # rows before
-        if waits:
-            was = F.coalesce(F.col(f"{_OLD}_{waits}"), F.lit(0)) > 0
-            now = F.coalesce(F.col(f"{_NEW}_{waits}"), F.lit(0)) > 0
-            present = F.col(f"{_NEW}_keep").isNotNull()
-            aggregates += [
-                F.collect_list(F.when(~was & now, F.struct(*key))).alias("_lj_started"),
-                F.collect_list(F.when(was & ~now, F.struct(*key))).alias("_lj_stopped"),
-                F.count(F.when(was & ~now & present, F.lit(1))).alias("_lj_late"),
-            ]
-        row = both.agg(*aggregates).first()
-        assert row is not None
-        after = totals(last.totals, old={m: int(row[m]) for m in measures}, new=new)
-        rows = last.rows - int(row["_lj_old_rows"]) + int(seen["n"])
-        started = [tuple(k) for k in row["_lj_started"] or []] if waits else []
-        stopped = [tuple(k) for k in row["_lj_stopped"] or []] if waits else []
-        late = int(row["_lj_late"]) if waits else 0
-    update = _waiting(path, key, new_rows, before, started, stopped, batch_id=plan.batch_id, whole=whole)
-    update = replace(update, version=version if before is not None else -1)
-    batches, seconds = oldest(update.rows, plan.batch_id)
-    health = Health(after, rows, batches, seconds, late, examples)
-    return health, update
+        assert before.old is not None and last is not None
+        # Kept flags: the affected keys' before the batch from the table; counted from the
+        # changes: the changed rows' before and after (`ViewKindLogic.health_changes`).
+        old = {m: _sum(before.old, flag(m)) for m in kept}
+        new = {m: int(seen[flag(m)]) for m in kept}
+        for m in kind.health_changes:
+            old[m], new[m] = ctx.health_changes.get(m, (0, 0))
+        after = totals({m: last.totals.get(m, 0) for m in old}, old=old, new=new)
+        flagged = list(seen[_FLAGGED] or [])
+        late = int(seen.get(_LATE, 0))
+    update = _flagged(
+        before, key, kept, waits, new_rows, flagged, batch_id=plan.batch_id, whole=not incremental
+    )
+    batches, seconds = oldest(update.rows, ctx.plan.batch_id, waits)
+    examples = {waits: _examples(update.rows, key, waits)} if waits else {}
+    rows = source_rows(ctx, kind)
+    return Health(after, rows, batches, seconds, late, examples), update
 
 
-def _read(path: str, version: int) -> pa.Table | None:
-    from deltalake import DeltaTable
+def _sum(rows: pa.Table, column: str) -> int:
+    import pyarrow.compute as pc
 
-    if version < 0 or not DeltaTable.is_deltatable(path):
-        return None
-    return DeltaTable(path, version=version).to_pyarrow_table()
+    return int(pc.sum(rows[column]).as_py() or 0) if rows.num_rows else 0
 
 
-def _whole(kind: ViewKindLogic) -> list[Column]:
-    from pyspark.sql import functions as F
+def source_rows(ctx: BatchContext, kind: ViewKindLogic) -> int:
+    """The rows a share is of: the kind's row source at the batch's pin, from its files'
+    statistics (delta-rs, no job); a Spark count only where they do not tell (no statistics,
+    or deletion vectors delta-rs does not count)."""
+    from lakejoin.delta.lookups import row_count
 
-    from lakejoin.views.health_flags import sums
+    source = kind.health_rows
+    version = ctx.version(source)
+    found = row_count(source.path, version)
+    if found is not None:
+        return found
+    return int(ctx.spark.read.format("delta").option("versionAsOf", version).load(source.path).count())
 
-    out = [*sums(kind.health_measures), F.count(F.lit(1)).alias("_lj_rows")]
-    if kind.waits is not None:
-        keys = F.collect_list(F.when(F.col(flag(kind.waits)) > 0, F.struct(*kind.output_key)))
-        out.append(keys.alias("_lj_waiting"))
-    return out
 
-
-def _waiting(
-    path: str,
+def _flagged(
+    before: Prior,
     key: list[str],
+    measures: Sequence[str],
+    waits: str | None,
     frame: DataFrame,
-    before: pa.Table | None,
-    started: list[tuple[Any, ...]],
-    stopped: list[tuple[Any, ...]],
+    flagged: list[Any],
     *,
     batch_id: int,
     whole: bool,
-) -> WaitingUpdate:
-    """The waiting rows after the batch: those before less `stopped` plus `started` (since this
-    batch), or with `whole` exactly `started`, each keeping its `since` if it waited before."""
+) -> FlaggedUpdate:
+    """The flagged keys after the batch: those before, less the affected keys' (all of them with
+    `whole`), plus `flagged` (the new rows with a flag). A key that waited before and still does
+    keeps its `since`."""
     from datetime import UTC, datetime
 
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_type
 
     now = datetime.now(UTC)
-    held = {tuple(r[c] for c in key): r for r in (before.to_pylist() if before is not None else [])}
-
-    def fresh(values: tuple[Any, ...]) -> dict[str, Any]:
-        return {**dict(zip(key, values, strict=True)), SINCE_BATCH: batch_id, SINCE: now}
-
-    if whole:
-        rows = [held.get(k) or fresh(k) for k in dict.fromkeys(started)]
-        changed = set(dict.fromkeys(started)) != set(held)
-    else:
-        gone = set(stopped)
-        rows = [r for k, r in held.items() if k not in gone] + [fresh(k) for k in started if k not in held]
-        changed = bool(started or stopped)
+    held: dict[tuple[Any, ...], dict[str, Any]] = {}
+    if before.before is not None:
+        held = {tuple(r[c] for c in key): r for r in before.before.to_pylist()}
+    gone = (
+        set(held)
+        if whole or before.old is None
+        else {tuple(r[c] for c in key) for r in before.old.to_pylist()}
+    )
+    kept = [r for k, r in held.items() if k not in gone]
+    added = []
+    for item in flagged:
+        values = item.asDict() if hasattr(item, "asDict") else dict(item)
+        k = tuple(values[c] for c in key)
+        row = {**{c: values[c] for c in key}, **{flag(m): int(values[flag(m)] or 0) for m in measures}}
+        waiting = waits is not None and row[flag(waits)] > 0
+        was = held.get(k)
+        if (
+            waiting
+            and was is not None
+            and was.get(SINCE_BATCH) is not None
+            and (was.get(flag(waits or "")) or 0) > 0
+        ):
+            row[SINCE_BATCH], row[SINCE] = was[SINCE_BATCH], was[SINCE]
+        else:
+            row[SINCE_BATCH], row[SINCE] = (batch_id, now) if waiting else (None, None)
+        added.append(row)
     types = {f.name: f.dataType for f in frame.schema.fields}
     schema = pa.schema(
         [
             *[pa.field(c, to_arrow_type(types[c])) for c in key],
+            *[pa.field(flag(m), pa.int64()) for m in measures],
             pa.field(SINCE_BATCH, pa.int64()),
             pa.field(SINCE, pa.timestamp("us", tz="UTC")),
         ]
     )
-    return WaitingUpdate(path, pa.Table.from_pylist(rows, schema=schema), changed, -1)
+    rows = pa.Table.from_pylist([*kept, *added], schema=schema)
+    if before.before is None:
+        changed = True
+    else:
+        old_rows = [held[k] for k in gone if k in held]
+        changed = _signature(old_rows, key, measures) != _signature(added, key, measures)
+    return FlaggedUpdate(before.path, rows, changed, before.version)
 
 
-def oldest(rows: pa.Table, batch_id: int) -> tuple[int | None, float | None]:
+def _signature(
+    rows: Sequence[Mapping[str, Any]], key: list[str], measures: Sequence[str]
+) -> set[tuple[Any, ...]]:
+    return {(*(r[c] for c in key), *(int(r[flag(m)] or 0) for m in measures)) for r in rows}
+
+
+def oldest(rows: pa.Table, batch_id: int, waits: str | None) -> tuple[int | None, float | None]:
     """The oldest waiting row's age: in batches (this batch's id less its first) and seconds."""
     import time
 
     import pyarrow.compute as pc
 
-    if rows.num_rows == 0:
+    if waits is None or rows.num_rows == 0:
         return None, None
-    first = int(pc.min(rows[SINCE_BATCH]).as_py())
-    since = pc.min(rows[SINCE]).as_py()
+    waiting = rows.filter(pc.greater(rows[flag(waits)], 0))
+    if waiting.num_rows == 0:
+        return None, None
+    first = int(pc.min(waiting[SINCE_BATCH]).as_py())
+    since = pc.min(waiting[SINCE]).as_py()
     return batch_id - first, max(time.time() - since.timestamp(), 0.0)
+
+
+def _examples(rows: pa.Table, key: list[str], waits: str) -> list[str]:
+    """The first waiting keys in key order, as a breach's message names them."""
+    import pyarrow.compute as pc
+
+    from lakejoin.views.context import shown_value
+
+    waiting = rows.filter(pc.greater(rows[flag(waits)], 0)).select(key)
+    values = sorted((tuple(r[c] for c in key) for r in waiting.to_pylist()), key=lambda t: tuple(map(str, t)))
+    return [shown_value(tuple(key), v) for v in values[:EXAMPLES]]

@@ -4,8 +4,8 @@ Each kind counts, per measure (`spec.trust.MEASURES`), the rows of the affected 
 the condition, before the batch (`old`) and after it (`new`); the view's total is the last
 batch's total plus the difference, so no batch counts the whole view. A full refresh counts
 every key: its `old` is the whole previous total. `waiting` is the oldest row still waiting
-(for its right row, a list element's or a dimension row), in batches and in hours, and `late`
-the rows that waited and were resolved in this batch.
+(for its right row, a list element's or a dimension row; a rekey's conflict for its masters to
+part), in batches and in hours, and `late` the rows that waited and were resolved in this batch.
 
 The totals go to the batch log as metrics (`health.<measure>`, `health.rows`,
 `health.waiting_batches`, `health.waiting_s`, `health.late`), where the next batch reads them
@@ -40,7 +40,7 @@ class Health:
     """A view's join health after a batch."""
 
     totals: Mapping[str, int]  # rows per measure, in the whole view
-    rows: int  # the rows a share is of: the left rows, held back or not (list_join: its elements)
+    rows: int  # the rows a share is of: the kind's first input's (left rows, facts, masters)
     waiting_batches: int | None = None  # the oldest waiting row's age (None: none waits)
     waiting_seconds: float | None = None
     late: int = 0  # rows that waited and were resolved in this batch

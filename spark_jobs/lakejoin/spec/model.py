@@ -168,7 +168,7 @@ class Limit:
     """A bound on one measure of a view's health, and what a breach does."""
 
     measure: str
-    max_share: float | None = None  # of the left rows, held back or not (list_join: of all elements)
+    max_share: float | None = None  # of the kind's first input's rows (left rows, facts, masters)
     max_rows: int | None = None
     max_batches: int | None = None  # `waiting`: the oldest waiting row's age in batches
     max_hours: float | None = None  # ... and in hours

@@ -12,7 +12,8 @@ views:
 ```
 
 Each kind has its own measures (`MEASURES`); `waiting` belongs to every kind that has one. A
-limit is a share of the view's rows, a count of rows, or (for `waiting`) an age in batches or
+limit is a share of the rows of the kind's first input (fk_join's and list_join's left rows,
+enrich's facts, rekey's masters), a count of rows, or (for `waiting`) an age in batches or
 hours; `fail` stops the batch before its commit, `warn` reports.
 """
 
@@ -38,6 +39,7 @@ MEASURES: dict[ViewKind, dict[str, str]] = {
     ViewKind.REKEY: {
         "null_keys": "master rows dropped for a null derived key",
         "conflicts": "derived keys claimed by more than one master",
+        "waiting": "the oldest conflict not yet resolved",
     },
     ViewKind.ENRICH: {
         "missing_dimension": "facts whose row of some dimension is missing",

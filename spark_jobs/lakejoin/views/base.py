@@ -50,6 +50,9 @@ class Rebuilt:
     metrics: Mapping[str, int] = field(default_factory=dict)
     state: Any = None
     previous: DataFrame | None = None
+    # Join health a full recompute counts itself, not per output row (rekey's masters dropped
+    # for a null derived key), per measure.
+    health_counts: Mapping[str, int] = field(default_factory=dict)
 
 
 class ViewKindLogic(ABC):
@@ -71,6 +74,27 @@ class ViewKindLogic(ABC):
     # wait for a row of another input (the batch keeps them, with since when, in a table).
     health_measures: tuple[str, ...] = ()
     waits: str | None = None
+
+    @property
+    def health_kept(self) -> tuple[str, ...]:
+        """The flag measures the view's flagged keys table keeps per key, to count the affected
+        keys' flags before a batch (engine/health.py): all but those `health_changes` counts."""
+        return tuple(m for m in self.health_measures if m not in self.health_changes)
+
+    @property
+    def health_changes(self) -> Mapping[str, tuple[str, tuple[str, ...]]]:
+        """Measures a batch counts from a change source's net changes, before and after, in the
+        job that materialises them: a measure of a row of that source alone (an fk_join's null
+        fk), which only a change of that row can change. Per measure, the source and the
+        columns of which a null marks the row. Keeping such rows in the flagged keys would copy
+        most of a view with an optional fk there."""
+        return {}
+
+    @property
+    def health_rows(self) -> Source:
+        """The input whose rows a health share is of (fk_join's and list_join's left, enrich's
+        facts, rekey's master): the first."""
+        return self.sources[0]
 
     def __init__(self, spec: PipelineSpec, view: View) -> None:
         self.spec = spec

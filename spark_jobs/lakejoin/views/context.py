@@ -61,6 +61,9 @@ class BatchContext:
     check_inputs: bool = True
     # On while a batch counts join health: `rebuild` returns flagged rows (views/health_flags.py).
     count_health: bool = False
+    # Per `ViewKindLogic.health_changes` measure, its count in the changed rows before the batch
+    # and after it (engine/health.py).
+    health_changes: dict[str, tuple[int, int]] = field(default_factory=dict)
     _snapshots: dict[str, DataFrame] = field(default_factory=dict)
     _values: dict[tuple[int, Key], list[tuple[Any, ...]] | None] = field(default_factory=dict)
 

@@ -43,10 +43,11 @@ from lakejoin.spec.model import Dimension, EnrichMode, JoinHow, Key, PipelineSpe
 from lakejoin.views.base import Rebuilt, ViewKindLogic
 from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
+from lakejoin.views.health_flags import KEEP, flag
 from lakejoin.views.joins import matching, previous_rows, referenced_right_rows
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 log = logging.getLogger("lakejoin")
 MB = 1024 * 1024
@@ -63,25 +64,43 @@ class DimensionRows:
     broadcast: bool
 
 
-def recompute(fact_rows: DataFrame, dimensions: Sequence[DimensionRows]) -> DataFrame:
+def recompute(fact_rows: DataFrame, dimensions: Sequence[DimensionRows], *, flags: bool = False) -> DataFrame:
     """The output rows of the given facts: fact columns, then each dimension's prefixed columns.
 
     A `left` dimension keeps a fact whose fk is null (in any column) or unmatched (null
     columns); an `inner` one drops it. Matching is exact equality of every fk column.
+
+    With `flags` (views/health_flags.py), every fact, flagged `missing_dimension` when an fk
+    without nulls finds no row of its dimension, and kept as the joins keep it.
     """
     from pyspark.sql import functions as F
 
     out, added = fact_rows, []
+    missing, keep = F.lit(False), F.lit(True)
     for i, d in enumerate(dimensions):
         match = [f"_lj_dim{i}"] if len(d.key) == 1 else [f"_lj_dim{i}_{j}" for j in range(len(d.key))]
+        found = f"_lj_dim{i}_found"
         right = d.rows.select(
             *[F.col(k).alias(m) for k, m in zip(d.key, match, strict=True)],
             *[F.col(c).alias(d.dimension.prefix + c) for c in d.columns],
+            *([F.lit(True).alias(found)] if flags else []),
         )
         right = F.broadcast(right) if d.broadcast else right.hint("shuffle_hash")
-        out = out.join(right, matching(fact_rows, d.dimension.fk, right, match), how=d.dimension.how.value)
+        how = "left" if flags else d.dimension.how.value
+        out = out.join(right, matching(fact_rows, d.dimension.fk, right, match), how=how)
         added += [d.dimension.prefix + c for c in d.columns]
-    return out.select(*[fact_rows[c] for c in fact_rows.columns], *added)
+        if flags:
+            null_fk = F.lit(False)
+            for c in d.dimension.fk:
+                null_fk = null_fk | fact_rows[c].isNull()
+            matched = F.col(found).isNotNull()
+            missing = missing | (~null_fk & ~matched)
+            if d.dimension.how is JoinHow.INNER:
+                keep = keep & matched
+    columns: list[Column | str] = [*[fact_rows[c] for c in fact_rows.columns], *added]
+    if flags:
+        columns += [missing.cast("int").alias(flag("missing_dimension")), keep.alias(KEEP)]
+    return out.select(*columns)
 
 
 def broadcasts(size_bytes: int, limit_mb: float) -> bool:
@@ -110,6 +129,9 @@ class EnrichView(ViewKindLogic):
     @property
     def output_key(self) -> tuple[str, ...]:
         return self.fact.key
+
+    health_measures = ("missing_dimension",)
+    waits = "missing_dimension"
 
     @property
     def change_sources(self) -> tuple[Source, ...]:
@@ -214,7 +236,7 @@ class EnrichView(ViewKindLogic):
         dimensions = [
             self._dimension_rows(ctx, d, fact_rows, counts, whole=True) for d in self.enrich.dimensions
         ]
-        return Rebuilt(recompute(fact_rows, dimensions), None, metrics=counts)
+        return Rebuilt(recompute(fact_rows, dimensions, flags=ctx.count_health), None, metrics=counts)
 
     def _rebuild_affected(
         self,
@@ -259,7 +281,12 @@ class EnrichView(ViewKindLogic):
             ]
             previous = recompute(fact_before, then)
         return Rebuilt(
-            recompute(fact_rows, dimensions), affected, count, bounds, metrics=counts, previous=previous
+            recompute(fact_rows, dimensions, flags=ctx.count_health),
+            affected,
+            count,
+            bounds,
+            metrics=counts,
+            previous=previous,
         )
 
     def _dimension_rows(

@@ -107,6 +107,10 @@ class FkJoinView(ViewKindLogic):
     health_measures = ("missing_right", "null_fk")
     waits = "missing_right"
 
+    @property
+    def health_changes(self) -> Mapping[str, tuple[str, tuple[str, ...]]]:
+        return {"null_fk": (self.left.name, tuple(self.join.fk))}
+
     def _right_columns(self, schemas: Mapping[str, Mapping[str, str]]) -> list[str]:
         return chosen_right_columns(self.join, list(schemas[self.right.name]), self.right.key)
 
@@ -149,7 +153,6 @@ class FkJoinView(ViewKindLogic):
                         self.join,
                         right_key=self.right.key,
                         right_columns=right_columns,
-                        flags=ctx.count_health,
                     )
                 return Rebuilt(rows, affected, count, bounds, metrics=counts, previous=previous)
         left_rows = ctx.whole_source(self.left)

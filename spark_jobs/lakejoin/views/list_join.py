@@ -34,6 +34,7 @@ from lakejoin.spec.model import Duplicates, Key, ListJoin, PipelineSpec, View
 from lakejoin.views.base import Rebuilt, ViewKindLogic
 from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
+from lakejoin.views.health_flags import KEEP, flag
 from lakejoin.views.joins import matching, previous_rows
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ LEFT_KEY = "left_key"
 POS = "pos"
 ELEMENT = "right_key"
 MATCH = "_lj_match"
+_FOUND = "_lj_right_found"
 SIGNATURE = "_lj_signature"
 
 
@@ -102,12 +104,16 @@ def joined_lists(
     right_key: Key,
     right_columns: list[str],
     into: str,
+    flags: bool = False,
 ) -> DataFrame:
     """(left key as `left_names`, into): each left key's elements joined to their right rows, in
-    list order. An element holds the right key's columns, then the right columns."""
+    list order. An element holds the right key's columns, then the right columns.
+
+    With `flags` (views/health_flags.py), also each list's elements without a right row (a
+    null element is not one: it names no right row) as `missing_elements`."""
     from pyspark.sql import functions as F
 
-    right = right_rows.select(element_key(right_key).alias(MATCH), *right_columns)
+    right = right_rows.select(element_key(right_key).alias(MATCH), *right_columns, F.lit(True).alias(_FOUND))
     joined = composite.join(F.broadcast(right), composite[ELEMENT] == right[MATCH], how="left")
     if len(right_key) == 1:
         keys = [F.col(ELEMENT).alias(right_key[0])]
@@ -115,8 +121,10 @@ def joined_lists(
         keys = [F.col(ELEMENT)[c].alias(c) for c in right_key]
     element = F.struct(*keys, *[F.col(c) for c in right_columns])
     item = F.when(F.col(POS).isNotNull(), F.struct(F.col(POS).alias("p"), element.alias("e")))
+    missing = F.col(POS).isNotNull() & F.col(ELEMENT).isNotNull() & F.col(_FOUND).isNull()
+    counted = [F.count(F.when(missing, F.lit(1))).alias(flag("missing_elements"))] if flags else []
     return joined.groupBy(*left_names(left_key)).agg(
-        F.transform(F.array_sort(F.collect_list(item), _by_position), lambda x: x["e"]).alias(into)
+        F.transform(F.array_sort(F.collect_list(item), _by_position), lambda x: x["e"]).alias(into), *counted
     )
 
 
@@ -159,7 +167,12 @@ class ListJoinView(ViewKindLogic):
         columns = list(schemas[self.right.name])
         return list(self.join.right_columns or [c for c in columns if c not in self.right.key])
 
-    def _lists(self, composite: DataFrame, right_rows: DataFrame, right_columns: list[str]) -> DataFrame:
+    health_measures = ("missing_elements", "lists_with_missing")
+    waits = "lists_with_missing"
+
+    def _lists(
+        self, composite: DataFrame, right_rows: DataFrame, right_columns: list[str], *, flags: bool = False
+    ) -> DataFrame:
         return joined_lists(
             composite,
             right_rows,
@@ -167,6 +180,7 @@ class ListJoinView(ViewKindLogic):
             right_key=self.right.key,
             right_columns=right_columns,
             into=self.join.into,
+            flags=flags,
         )
 
     def _element_columns(self) -> tuple[list[Column], list[str]]:
@@ -180,12 +194,21 @@ class ListJoinView(ViewKindLogic):
         return [F.col(ELEMENT)[c].alias(n) for c, n in zip(self.right.key, names, strict=True)], names
 
     def _output_rows(self, left_rows: DataFrame, lists: DataFrame) -> DataFrame:
-        """Left rows with the list column replaced by their joined list."""
+        """Left rows with the list column replaced by their joined list; with the lists' health
+        flags when they carry them (null for a list carried from the output: the batch gives it
+        its flags before the batch, engine/health.py)."""
         from pyspark.sql import functions as F
 
         on = matching(left_rows, self.left.key, lists, left_names(self.left.key))
         joined = left_rows.join(lists, on, how="left")
         columns = [F.col(self.join.into) if c == self.join.list else left_rows[c] for c in left_rows.columns]
+        if flag("missing_elements") in lists.columns:
+            missing = F.col(flag("missing_elements"))
+            columns += [
+                missing.alias(flag("missing_elements")),
+                F.when(missing.isNotNull(), (missing > 0).cast("int")).alias(flag("lists_with_missing")),
+                F.lit(True).alias(KEEP),
+            ]
         return joined.select(*columns)
 
     def state_tables(self, state_path: str) -> dict[str, str]:
@@ -216,6 +239,7 @@ class ListJoinView(ViewKindLogic):
             composite_rows(left_rows, self.join, key, outer=True),
             right_rows,
             self._right_columns(ctx.schemas),
+            flags=ctx.count_health,
         )
         return Rebuilt(self._output_rows(left_rows, lists), None, metrics=counts)
 
@@ -300,9 +324,17 @@ class ListJoinView(ViewKindLogic):
                 self.right,
             )
         right_columns = self._right_columns(ctx.schemas)
+        carried_lists = kept
+        if ctx.count_health:  # a carried list's flags are as they were (engine/health.py)
+            carried_lists = kept.select(
+                *kept.columns, F.lit(None).cast("bigint").alias(flag("missing_elements"))
+            )
         lists = self._lists(
-            composite_rows(rejoin_rows, self.join, key, outer=True), right_rows, right_columns
-        ).unionByName(kept)
+            composite_rows(rejoin_rows, self.join, key, outer=True),
+            right_rows,
+            right_columns,
+            flags=ctx.count_health,
+        ).unionByName(carried_lists)
         previous = None
         if left_before is not None:
             # A carried list is the previous pins' too: its elements and their right rows are

@@ -38,6 +38,8 @@ from lakejoin.sink.keyed_tables import schema_drift
 from lakejoin.spec.model import Key, OnConflict, PipelineSpec, View, quoted, shown
 from lakejoin.views.base import Rebuilt, ViewKindLogic
 from lakejoin.views.context import STATE, BatchContext, shown_value
+from lakejoin.views.health_flags import KEEP as FLAG_KEEP
+from lakejoin.views.health_flags import flag
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -63,17 +65,30 @@ def resolution(unique: bool, on_conflict: OnConflict) -> Resolution:
     return Resolution.LATEST if on_conflict is OnConflict.LATEST else Resolution.FAIL
 
 
-def resolve(claims: DataFrame, derived_key: Key, master_key: Key, *, unique: bool) -> DataFrame:
+def resolve(
+    claims: DataFrame, derived_key: Key, master_key: Key, *, unique: bool, flags: bool = False
+) -> DataFrame:
     """One output row per derived key (the latest claim wins; on a tie the greatest master key,
-    its columns compared in order), or every claim when not unique."""
+    its columns compared in order), or every claim when not unique.
+
+    With `flags` (views/health_flags.py), each row is flagged `conflicts` when several masters
+    claim its derived key (counted over the same window, no shuffle of its own)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     if not unique:
+        if flags:
+            return claims.withColumn(flag("conflicts"), F.lit(0)).withColumn(FLAG_KEEP, F.lit(True))
         return claims
     order = [F.col(SINCE).desc(), *(F.col(c).desc() for c in master_key)]
     latest = Window.partitionBy(*derived_key).orderBy(*order)
-    return claims.withColumn("_lj_rank", F.row_number().over(latest)).where("_lj_rank = 1").drop("_lj_rank")
+    ranked = claims.withColumn("_lj_rank", F.row_number().over(latest))
+    if flags:
+        claimants = F.count(F.lit(1)).over(Window.partitionBy(*derived_key))
+        ranked = ranked.withColumn(flag("conflicts"), (claimants > 1).cast("int")).withColumn(
+            FLAG_KEEP, F.lit(True)
+        )
+    return ranked.where("_lj_rank = 1").drop("_lj_rank")
 
 
 def conflicts(claims: DataFrame, derived_key: Key, master_key: Key) -> DataFrame:
@@ -108,6 +123,13 @@ class RekeyView(ViewKindLogic):
         self.rekey = view.rekey
         self.master = spec.sources[self.rekey.source]
         self.resolution = resolution(self.rekey.unique, self.rekey.on_conflict)
+
+    health_measures = ("conflicts",)
+    waits = "conflicts"  # a conflict waits for its masters to part: `late` counts those resolved
+
+    @property
+    def health_changes(self) -> Mapping[str, tuple[str, tuple[str, ...]]]:
+        return {"null_keys": (self.master.name, tuple(self.rekey.key))}
 
     @property
     def output_key(self) -> tuple[str, ...]:
@@ -215,9 +237,20 @@ class RekeyView(ViewKindLogic):
                     f"{total} derived key(s) claimed by several masters, the latest kept: "
                     + shown_conflicts(clashes, v, k, limit=5)
                 )
-        output = resolve(claims, v, k, unique=self.rekey.unique).select(*vk, *columns)
+        flags = [flag("conflicts"), FLAG_KEEP] if ctx.count_health else []
+        output = resolve(claims, v, k, unique=self.rekey.unique, flags=ctx.count_health).select(
+            *vk, *columns, *flags
+        )
         return Rebuilt(
-            output, affected, affected_count, bounds, metrics=counts, state=update, previous=previous
+            output,
+            affected,
+            affected_count,
+            bounds,
+            metrics=counts,
+            state=update,
+            previous=previous,
+            # a full recompute counts every master without a derived key
+            health_counts={"null_keys": counts["null_keys_dropped"]} if changes is None else {},
         )
 
     @staticmethod
