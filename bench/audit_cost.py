@@ -13,8 +13,9 @@ The same batches count what join health adds (issue 40): every Spark job started
 steps (`engine.health.prior`, the affected keys among the view's flagged keys, and
 `count_batch`, each run in a job group of its own); the flags are counted in the job that
 materialises the rows, the null fks in the job that materialises the changes, and the flagged
-keys are written by delta-rs (no job). Each batch's `health.*` metrics are kept beside it, so
-the figure says whether the view had flagged keys to look among.
+keys are written by delta-rs (no job). `--orphans` customers (1,000 by default) are deleted
+before the first batch, so the view has flagged keys to look among (about ten orders each);
+each batch's `health.*` metrics are kept beside it.
 
 Figures go to `<out>/bench/audit_cost.json` and three entries of `<out>/bench/targets.json`
 ("audit slice cost as a share of the batch", limit 0.1 each; "join health: added Spark jobs
@@ -36,6 +37,7 @@ from typing import Any
 VIEW = "orders_customers"
 ROUNDS = 12
 HEALTH_GROUP = "lakejoin-join-health"
+ORPHANS = 1000
 RATE = 0.01
 
 
@@ -56,6 +58,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--driver-memory", default="8g")
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="batches after the first")
+    parser.add_argument(
+        "--orphans",
+        type=int,
+        default=ORPHANS,
+        help="customers deleted before the first batch: their orders are the view's flagged keys",
+    )
     args = parser.parse_args(argv)
 
     work = Path(args.work)
@@ -66,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     spec = spec_for("audit_cost", work / "lakejoin", paths)
     assert spec.views[VIEW].audit.enabled, "the benchmark measures the default audit"
     maker = ChangeMaker(spark, paths, sizes, args.seed)
+    # Orders whose customer is gone: join health's flagged keys, among which each batch looks.
+    spark.sql(f"DELETE FROM delta.`{paths['customers']}` WHERE customer_id < {args.orphans}")
     run_views(spark, spec, "first", order=[VIEW])
 
     import lakejoin.engine.batch as batch_module

@@ -70,3 +70,28 @@ def test_status_says_the_counts_and_the_oldest_waiting_row_in_a_line():
         == "missing_right 1,200, null_fk 0 of 57,000 rows; oldest waiting 3 batches (1.5 h); 2 arrived late"
     )
     assert Health({"missing_right": 0}, rows=4).text() == "missing_right 0 of 4 rows"
+
+
+def test_a_flagged_key_read_back_by_delta_rs_matches_the_key_spark_collects():
+    """delta-rs gives a timestamp key back in UTC with its zone; PySpark's `collect` gives it as a
+    naive local time: the flagged keys compare them as Spark does (engine/health.py)."""
+    from datetime import UTC, datetime
+
+    from lakejoin.engine.health import _key
+
+    spark_gave = datetime(2026, 11, 29, 8, 30)  # naive, local
+    table_gave = spark_gave.astimezone(UTC)
+    assert _key({"at": table_gave, "id": "a"}, ["id", "at"]) == ("a", spark_gave)
+    assert _key({"id": 7}, ["id"]) == (7,)
+
+
+def test_a_share_is_of_the_first_inputs_rows_from_its_file_statistics(tmp_path):
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from lakejoin.delta.lookups import row_count
+
+    path = str(tmp_path / "orders")
+    write_deltalake(path, pa.table({"order_id": [1, 2, 3]}))
+    write_deltalake(path, pa.table({"order_id": [4, 5]}), mode="append")
+    assert (row_count(path, 0), row_count(path, 1)) == (3, 5)

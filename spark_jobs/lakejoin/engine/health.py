@@ -64,43 +64,65 @@ def health_path(spec: PipelineSpec, view: View) -> str:
 @dataclass(frozen=True)
 class Prior:
     """The flagged keys as the last batch left them (`before`, None: no table yet, or one from
-    before the kind flagged these measures), and those among this batch's affected keys (`old`;
-    every row of `before` when the batch rewrites every key)."""
+    before the kind flagged these measures or keyed its rows so), those among this batch's
+    affected keys (`old`; every row of `before` when the batch rewrites every key), and whether
+    the batch counts the whole view (`whole`: no table or totals to go on from, a repair)."""
 
     path: str
     version: int  # the table's version the batch read (-1: none)
     before: pa.Table | None
     old: pa.Table | None
+    whole: bool
 
 
 def prior(ctx: BatchContext, kind: ViewKindLogic, rebuilt: Rebuilt, path: str) -> Prior:
     """Read the flagged keys at the batch's pin and find the affected keys among them: no job
-    when the table is empty or the batch rewrites every key, else one (module docstring)."""
+    when the table is empty, the affected keys are on the driver or the batch counts every key,
+    else one (module docstring)."""
     import pyarrow as pa
     from deltalake import DeltaTable
 
     plan = ctx.plan
     version = plan.pinned_versions.get(PIN, plan.start_versions.get(PIN, -1))
-    if version < 0 or not DeltaTable.is_deltatable(path):
-        return Prior(path, -1, None, None)
-    before = DeltaTable(path, version=version).to_pyarrow_table()
-    if [c for c in before.column_names if c.startswith(PREFIX)] != [flag(m) for m in kind.health_kept]:
-        return Prior(path, version, None, None)  # an older table's: counted again from the view
     key = list(kind.output_key)
-    if rebuilt.affected is None or before.num_rows == 0:
-        return Prior(path, version, before, before)
+    if version < 0 or not DeltaTable.is_deltatable(path):
+        return Prior(path, -1, None, None, True)
+    before = DeltaTable(path, version=version).to_pyarrow_table()
+    if before.column_names != _columns(key, kind.health_kept):
+        return Prior(path, version, None, None, True)  # an older table's: counted again from the view
+    last = Health.from_metrics(plan.last_metrics)
+    if rebuilt.affected is None or plan.mode is not BatchMode.INCREMENTAL or last is None:
+        return Prior(path, version, before, before, True)
+    if before.num_rows == 0:
+        return Prior(path, version, before, before, False)
     affected = rebuilt.affected
     if affected.isLocal():  # keys listed on the driver (lookups.py): no job
         found = affected.collect()
     else:
         found = affected.select(*key).join(_frame(ctx, before.select(key)), on=key, how="left_semi").collect()
     wanted = {tuple(r[c] for c in key) for r in found}
-    mask = [tuple(r[c] for c in key) in wanted for r in before.select(key).to_pylist()]
-    return Prior(path, version, before, before.filter(pa.array(mask, type=pa.bool_())))
+    mask = [_key(r, key) in wanted for r in before.select(key).to_pylist()]
+    return Prior(path, version, before, before.filter(pa.array(mask, type=pa.bool_())), False)
+
+
+def _columns(key: Sequence[str], kept: Sequence[str]) -> list[str]:
+    """The flagged keys table's columns."""
+    return [*key, *(flag(m) for m in kept), SINCE_BATCH, SINCE]
+
+
+def _key(row: Mapping[str, Any], key: Sequence[str]) -> tuple[Any, ...]:
+    """A key of the flagged keys table (read by delta-rs) as Spark gives it back: a timestamp
+    as a naive local time, as PySpark's `collect` returns it."""
+    from datetime import datetime
+
+    def local(v: Any) -> Any:
+        return v.astimezone().replace(tzinfo=None) if isinstance(v, datetime) and v.tzinfo else v
+
+    return tuple(local(row[c]) for c in key)
 
 
 def _frame(ctx: BatchContext, rows: pa.Table) -> DataFrame:
-    """A small arrow table as a Spark local relation (no job), broadcast where it is joined."""
+    """A small arrow table as a Spark relation, broadcast where it is joined."""
     from pyspark.sql import functions as F
 
     return F.broadcast(ctx.spark.createDataFrame(rows))
@@ -109,11 +131,12 @@ def _frame(ctx: BatchContext, rows: pa.Table) -> DataFrame:
 def with_old(ctx: BatchContext, kind: ViewKindLogic, rows: DataFrame, before: Prior) -> DataFrame:
     """The flagged rows with the affected keys' old flags beside them (a broadcast join in the
     materialising job; nothing when no affected key was flagged). A row whose flags are null
-    is one the kind carried as it was: it keeps its old flags."""
+    is one the kind carried as it was: it keeps its old flags. In a batch that rewrites every
+    key, the whole table (small by design) is joined, to count the rows that arrived late."""
     from pyspark.sql import functions as F
 
     old = before.old
-    if old is None or old.num_rows == 0 or rebuilt_all(before, old):
+    if old is None or old.num_rows == 0:
         return rows
     key, measures = list(kind.output_key), kind.health_kept
     side = _frame(
@@ -129,15 +152,11 @@ def with_old(ctx: BatchContext, kind: ViewKindLogic, rows: DataFrame, before: Pr
     return out
 
 
-def rebuilt_all(before: Prior, old: pa.Table) -> bool:
-    """Whether `old` is every flagged key (a batch that rewrites every key): no join needed."""
-    return before.before is not None and old is before.before
-
-
 def observed(kind: ViewKindLogic, frame_columns: Sequence[str]) -> list[Column]:
     """What the job that materialises the flagged rows also counts: each measure, the rows
-    kept, the flagged rows themselves (key and flags: bounded by the affected keys), and the
-    rows that waited before the batch and no longer do (`late`)."""
+    kept, the flagged rows themselves (key and flags: bounded by the affected keys in an
+    incremental batch; every flagged key in a full recompute), and the rows that waited before
+    the batch and no longer do (`late`)."""
     from pyspark.sql import functions as F
 
     from lakejoin.views.health_flags import sums
@@ -220,17 +239,11 @@ def count_batch(
 
     measures, kept, key, waits = kind.health_measures, kind.health_kept, list(kind.output_key), kind.waits
     plan = ctx.plan
-    incremental = (
-        rebuilt.affected is not None
-        and before.before is not None
-        and last is not None
-        and plan.mode is BatchMode.INCREMENTAL  # a repair re-derives at pins of its own
-    )
-    late = 0
+    late = int(seen.get(_LATE, 0))  # among the rows rewritten: every key's in a full recompute
     if rebuilt.affected is None:  # every key rewritten: the rows counted are the whole view
         after = {m: int(seen[flag(m)]) for m in measures} | dict(rebuilt.health_counts)
         flagged = list(seen[_FLAGGED] or [])
-    elif not incremental:
+    elif before.whole:
         # No flagged keys or totals to go on from: the whole view, counted once.
         whole = derived(ctx, kind)
         row = whole.rows.agg(*observed(kind, [])).first()
@@ -247,10 +260,7 @@ def count_batch(
             old[m], new[m] = ctx.health_changes.get(m, (0, 0))
         after = totals({m: last.totals.get(m, 0) for m in old}, old=old, new=new)
         flagged = list(seen[_FLAGGED] or [])
-        late = int(seen.get(_LATE, 0))
-    update = _flagged(
-        before, key, kept, waits, new_rows, flagged, batch_id=plan.batch_id, whole=not incremental
-    )
+    update = _flagged(before, key, kept, waits, new_rows, flagged, batch_id=plan.batch_id, whole=before.whole)
     batches, seconds = oldest(update.rows, ctx.plan.batch_id, waits)
     examples = {waits: _examples(update.rows, key, waits)} if waits else {}
     rows = source_rows(ctx, kind)
@@ -295,22 +305,25 @@ def _flagged(
 
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_type
+    from pyspark.sql.types import TimestampType
 
     now = datetime.now(UTC)
+    types = {f.name: f.dataType for f in frame.schema.fields}
     held: dict[tuple[Any, ...], dict[str, Any]] = {}
     if before.before is not None:
-        held = {tuple(r[c] for c in key): r for r in before.before.to_pylist()}
-    gone = (
-        set(held)
-        if whole or before.old is None
-        else {tuple(r[c] for c in key) for r in before.old.to_pylist()}
-    )
+        held = {_key(r, key): r for r in before.before.to_pylist()}
+    gone = set(held) if whole or before.old is None else {_key(r, key) for r in before.old.to_pylist()}
     kept = [r for k, r in held.items() if k not in gone]
     added = []
     for item in flagged:
         values = item.asDict() if hasattr(item, "asDict") else dict(item)
         k = tuple(values[c] for c in key)
-        row = {**{c: values[c] for c in key}, **{flag(m): int(values[flag(m)] or 0) for m in measures}}
+        # Spark gives a timestamp back as a naive local time; the table keeps it in UTC.
+        row = {
+            c: values[c].astimezone(UTC) if isinstance(types[c], TimestampType) and values[c] else values[c]
+            for c in key
+        }
+        row.update({flag(m): int(values[flag(m)] or 0) for m in measures})
         waiting = waits is not None and row[flag(waits)] > 0
         was = held.get(k)
         if (
@@ -323,7 +336,6 @@ def _flagged(
         else:
             row[SINCE_BATCH], row[SINCE] = (batch_id, now) if waiting else (None, None)
         added.append(row)
-    types = {f.name: f.dataType for f in frame.schema.fields}
     schema = pa.schema(
         [
             *[pa.field(c, to_arrow_type(types[c])) for c in key],
