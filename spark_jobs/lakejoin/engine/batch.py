@@ -30,7 +30,6 @@ from lakejoin.engine.health import (
     counted_changes,
     health_path,
     prior,
-    with_old,
 )
 from lakejoin.engine.health import observed as observed_health
 from lakejoin.engine.kinds import view_logic
@@ -265,8 +264,7 @@ def _run_planned(
         rows, also, flagged_before = rebuilt.rows, [], None
         if ctx.count_health:  # the affected keys' flags before the batch, beside the new ones
             flagged_before = prior(ctx, kind, rebuilt, health_path(spec, view))
-            rows = with_old(ctx, kind, rows, flagged_before)
-            also = observed_health(kind, rows.columns)
+            also = observed_health(kind, flagged_before.old)
         flagged, summary.recomputed_rows, _ = materialised(rows, also=also, seen=seen)
         recomputed = plain(flagged)
         lineage.output_columns = list(recomputed.dtypes)  # the frame's schema: no job

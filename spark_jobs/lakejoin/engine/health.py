@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from lakejoin.delta.records import BatchMode
 from lakejoin.quality.health import Health, totals
 from lakejoin.views.health_flags import HEALTH_PIN as PIN
-from lakejoin.views.health_flags import PREFIX, flag
+from lakejoin.views.health_flags import flag
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -51,9 +51,10 @@ if TYPE_CHECKING:
 
 SINCE_BATCH, SINCE = "since_batch", "since"
 EXAMPLES = 5  # keys a breach names
-OLD = PREFIX + "old_"  # the affected keys' flags before the batch, joined to the new rows
-_WAS = PREFIX + "was_waiting"
-_FLAGGED, _LATE = "_lj_flagged", "_lj_late"
+_FLAGGED, _LATE, _CARRIED = "_lj_flagged", "_lj_late", "_lj_carried"
+# Up to how many affected keys `prior` brings to the driver to find them among the flagged keys
+# (measured at 1.5 M orders: 15 k keys in well under a second); above, a broadcast semi-join.
+COLLECTED = 500_000
 _CHANGE_BEFORE, _CHANGE_AFTER = "_lj_had_", "_lj_has_"
 
 
@@ -81,6 +82,7 @@ def prior(ctx: BatchContext, kind: ViewKindLogic, rebuilt: Rebuilt, path: str) -
     else one (module docstring)."""
     import pyarrow as pa
     from deltalake import DeltaTable
+    from pyspark.sql import functions as F
 
     plan = ctx.plan
     version = plan.pinned_versions.get(PIN, plan.start_versions.get(PIN, -1))
@@ -95,11 +97,13 @@ def prior(ctx: BatchContext, kind: ViewKindLogic, rebuilt: Rebuilt, path: str) -
         return Prior(path, version, before, before, True)
     if before.num_rows == 0:
         return Prior(path, version, before, before, False)
-    affected = rebuilt.affected
-    if affected.isLocal():  # keys listed on the driver (lookups.py): no job
-        found = affected.collect()
-    else:
-        found = affected.select(*key).join(_frame(ctx, before.select(key)), on=key, how="left_semi").collect()
+    affected = rebuilt.affected.select(*key)
+    if rebuilt.affected_count is not None and rebuilt.affected_count <= COLLECTED:
+        found = affected.collect()  # the affected keys, materialised already: one job
+    else:  # too many for the driver: the flagged keys go to them (a broadcast, one job more)
+        found = affected.join(
+            F.broadcast(ctx.spark.createDataFrame(before.select(key))), key, "left_semi"
+        ).collect()
     wanted = {tuple(r[c] for c in key) for r in found}
     mask = [_key(r, key) in wanted for r in before.select(key).to_pylist()]
     return Prior(path, version, before, before.filter(pa.array(mask, type=pa.bool_())), False)
@@ -121,42 +125,26 @@ def _key(row: Mapping[str, Any], key: Sequence[str]) -> tuple[Any, ...]:
     return tuple(local(row[c]) for c in key)
 
 
-def _frame(ctx: BatchContext, rows: pa.Table) -> DataFrame:
-    """A small arrow table as a Spark relation, broadcast where it is joined."""
+def membership(key: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> Column:
+    """Whether a row's key is one of `rows`' (a small list of the flagged keys): a set of
+    literals in the plan (Spark's InSet), so neither side is shuffled or broadcast and no job
+    is added to the one that evaluates it."""
     from pyspark.sql import functions as F
 
-    return F.broadcast(ctx.spark.createDataFrame(rows))
+    if not rows:
+        return F.lit(False)
+    if len(key) == 1:
+        return F.col(key[0]).isin([r[key[0]] for r in rows])
+    literals = [F.struct(*[F.lit(r[c]).alias(c) for c in key]) for r in rows]
+    return F.struct(*[F.col(c) for c in key]).isin(literals)
 
 
-def with_old(ctx: BatchContext, kind: ViewKindLogic, rows: DataFrame, before: Prior) -> DataFrame:
-    """The flagged rows with the affected keys' old flags beside them (a broadcast join in the
-    materialising job; nothing when no affected key was flagged). A row whose flags are null
-    is one the kind carried as it was: it keeps its old flags. In a batch that rewrites every
-    key, the whole table (small by design) is joined, to count the rows that arrived late."""
-    from pyspark.sql import functions as F
-
-    old = before.old
-    if old is None or old.num_rows == 0:
-        return rows
-    key, measures = list(kind.output_key), kind.health_kept
-    side = _frame(
-        ctx,
-        old.select([*key, *(flag(m) for m in measures)]).rename_columns([*key, *(OLD + m for m in measures)]),
-    )
-    joined = rows.join(side, on=key, how="left")
-    filled = [F.coalesce(F.col(flag(m)), F.col(OLD + m), F.lit(0)).alias(flag(m)) for m in measures]
-    others = [c for c in rows.columns if c not in {flag(m) for m in measures}]
-    out = joined.select(*others, *filled, *(OLD + m for m in measures))
-    if kind.waits is not None:
-        out = out.withColumn(_WAS, F.coalesce(F.col(OLD + kind.waits), F.lit(0)) > 0)
-    return out
-
-
-def observed(kind: ViewKindLogic, frame_columns: Sequence[str]) -> list[Column]:
+def observed(kind: ViewKindLogic, before: pa.Table | None) -> list[Column]:
     """What the job that materialises the flagged rows also counts: each measure, the rows
     kept, the flagged rows themselves (key and flags: bounded by the affected keys in an
-    incremental batch; every flagged key in a full recompute), and the rows that waited before
-    the batch and no longer do (`late`)."""
+    incremental batch; every flagged key in a full recompute), the rows that waited before the
+    batch and no longer do (`late`), and the rows the kind carried as they were (null flags, a
+    list_join's unchanged list) that were flagged before: they keep their old flags."""
     from pyspark.sql import functions as F
 
     from lakejoin.views.health_flags import sums
@@ -166,9 +154,14 @@ def observed(kind: ViewKindLogic, frame_columns: Sequence[str]) -> list[Column]:
     any_flag = F.greatest(*[F.col(flag(m)) for m in kept], F.lit(0)) > 0
     struct = F.struct(*key, *[F.col(flag(m)).cast("long").alias(flag(m)) for m in kept])
     out.append(F.collect_list(F.when(any_flag, struct)).alias(_FLAGGED))
-    if kind.waits is not None and _WAS in frame_columns:
-        late = F.col(_WAS) & (F.col(flag(kind.waits)) == 0)
-        out.append(F.count(F.when(late, F.lit(1))).alias(_LATE))
+    old = before.to_pylist() if before is not None else []
+    if old:
+        carried = F.col(flag(kept[0])).isNull() & membership(key, old)
+        out.append(F.collect_list(F.when(carried, F.struct(*key))).alias(_CARRIED))
+    if kind.waits is not None:
+        waited = [r for r in old if (r[flag(kind.waits)] or 0) > 0]
+        late = membership(key, waited) & (F.col(flag(kind.waits)) == 0)
+        out.append(F.count_if(late).alias(_LATE))
     return out
 
 
@@ -246,7 +239,7 @@ def count_batch(
     elif before.whole:
         # No flagged keys or totals to go on from: the whole view, counted once.
         whole = derived(ctx, kind)
-        row = whole.rows.agg(*observed(kind, [])).first()
+        row = whole.rows.agg(*observed(kind, None)).first()
         assert row is not None
         after = {m: int(row[flag(m)]) for m in measures} | dict(whole.health_counts)
         flagged = list(row[_FLAGGED] or [])
@@ -258,8 +251,15 @@ def count_batch(
         new = {m: int(seen[flag(m)]) for m in kept}
         for m in kind.health_changes:
             old[m], new[m] = ctx.health_changes.get(m, (0, 0))
-        after = totals({m: last.totals.get(m, 0) for m in old}, old=old, new=new)
         flagged = list(seen[_FLAGGED] or [])
+        # A row carried as it was keeps its flags: what the table held for it.
+        held = {_key(r, key): r for r in before.old.to_pylist()}
+        for carried in seen.get(_CARRIED) or []:
+            was = held[_key(carried.asDict(), key)]
+            flagged.append(was)
+            for m in kept:
+                new[m] += int(was[flag(m)] or 0)
+        after = totals({m: last.totals.get(m, 0) for m in old}, old=old, new=new)
     update = _flagged(before, key, kept, waits, new_rows, flagged, batch_id=plan.batch_id, whole=before.whole)
     batches, seconds = oldest(update.rows, ctx.plan.batch_id, waits)
     examples = {waits: _examples(update.rows, key, waits)} if waits else {}
@@ -317,7 +317,7 @@ def _flagged(
     added = []
     for item in flagged:
         values = item.asDict() if hasattr(item, "asDict") else dict(item)
-        k = tuple(values[c] for c in key)
+        k = _key(values, key)
         # Spark gives a timestamp back as a naive local time; the table keeps it in UTC.
         row = {
             c: values[c].astimezone(UTC) if isinstance(types[c], TimestampType) and values[c] else values[c]
