@@ -8,12 +8,15 @@ What the affected keys counted before the batch comes from the view's **flagged 
 small Delta table, `<state>/health/<view>`, that holds every output key with a non-zero flag
 (an orphan, a list with a missing element, a conflict...), its flags, and since when it has
 waited (`since_batch`, `since`). A healthy view's table is empty. Before the rows are
-materialised, the batch finds the affected keys among them (`prior`): on the driver when the
-table is empty, else in one Spark job (the affected keys, materialised already, against the
-table as a local relation). Those rows are joined to the new rows by broadcast inside the
-materialising job, which so also counts the keys that stopped waiting and are still there
-(`late`), and gives a row the kind carried as it was (a list_join's unchanged list) its old
-flags. The view's totals are the last batch's less the old flags plus the new
+materialised, the batch finds the affected keys among them (`prior`): no job when the table is
+empty, else one (the affected keys, materialised already, collected to the driver; above
+`COLLECTED` keys a broadcast semi-join with the table, one job more). The materialising job's
+observation then tests its rows' keys against those few flagged keys as literals: it counts the
+keys that stopped waiting and are still there (`late`) and lists the rows the kind carried as
+they were (null flags: a list_join's unchanged list), which keep their old flags. Measures of a
+row of one input alone (an fk_join's null fk, a rekey's null derived key) are counted from the
+input's net changes, before and after, in the job that materialises them (`change_counts`).
+The view's totals are the last batch's less the old counts plus the new
 (quality/health.totals): no batch counts the whole view.
 
 After the batch the table is the rows before, less the affected keys', plus the new flagged
@@ -21,12 +24,14 @@ rows (collected by the same observation: bounded by the affected keys). delta-rs
 the driver, one commit in a batch where it changes, pinned with the batch like a state table
 (`_health`): a batch run again after a crash reads it as the batch before left it.
 
-A share is of the rows of the kind's row source (fk_join's and list_join's left, enrich's
-facts, rekey's master) at the batch's pin, from the table's file statistics (delta-rs, no job).
+A share is of the rows of the kind's first input (fk_join's and list_join's left rows, enrich's
+facts, rekey's masters) at the batch's pin, from the table's file statistics less its deletion
+vectors' rows (delta-rs, no job).
 
-A batch with no table or no totals to go on from (the first with health, after an upgrade)
-counts the whole view: one aggregate job over the kind's full recompute. A full refresh counts
-its own rows, which are the whole view, in their observation.
+A batch with no table or no totals to go on from (the first with health, after an upgrade, a
+batch being finished) or a repair (which re-derives at pins of its own) counts the whole view:
+an aggregate job over the kind's full recompute. A full refresh counts its own rows, which are
+the whole view, in their observation.
 """
 
 from __future__ import annotations
