@@ -122,7 +122,16 @@ def test_a_fail_limit_stops_the_batch_before_its_commit_and_a_warn_limit_is_a_no
     assert lake.output(spec) == lake.expected(spec)
 
 
-def test_a_carried_list_keeps_its_missing_elements_and_a_resolved_conflict_arrives_late(lake):
+@pytest.mark.parametrize("literals", [True, False], ids=["literals", "broadcast"])
+def test_a_carried_list_keeps_its_missing_elements_and_a_resolved_conflict_arrives_late(
+    lake, monkeypatch, literals
+):
+    """`literals`: the materialising job tests its rows against the flagged keys as literals;
+    else it joins them by broadcast (above `LITERALS` keys)."""
+    from lakejoin.engine import health
+
+    if not literals:
+        monkeypatch.setattr(health, "LITERALS", 0)
     lake.create("persons", PERSONS, [("P1", "Ada", ["a1", "a9"]), ("P2", "Bob", ["a1"])])
     lake.create("addresses", ADDRESSES, [("a1", "1 Elm", "Oslo")])
     lake.create(

@@ -25,13 +25,13 @@ from lakejoin.engine.changes import source_changes
 from lakejoin.engine.health import (
     FlaggedUpdate,
     Prior,
+    beside,
     change_counts,
     count_batch,
     counted_changes,
     health_path,
     prior,
 )
-from lakejoin.engine.health import observed as observed_health
 from lakejoin.engine.kinds import view_logic
 from lakejoin.engine.lineage import BatchLineage
 from lakejoin.engine.plan import BatchPlan, Skip, input_columns, latest_pin, plan_batch, plan_repair
@@ -50,7 +50,7 @@ from lakejoin.views.context import BatchContext
 from lakejoin.views.health_flags import HEALTH_PIN, KEEP, plain
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from lakejoin.engine.repair import RepairRange
 
@@ -261,10 +261,11 @@ def _run_planned(
     try:
         rebuilt = kind.rebuild(ctx, changes)
         clock.enter(Phase.RECOMPUTE)
-        rows, also, flagged_before = rebuilt.rows, [], None
+        rows, flagged_before = rebuilt.rows, None
+        also: list[Column] = []
         if ctx.count_health:  # the affected keys' flags before the batch, beside the new ones
             flagged_before = prior(ctx, kind, rebuilt, health_path(spec, view))
-            also = observed_health(kind, flagged_before.old)
+            rows, also = beside(ctx, kind, rows, flagged_before)
         flagged, summary.recomputed_rows, _ = materialised(rows, also=also, seen=seen)
         recomputed = plain(flagged)
         lineage.output_columns = list(recomputed.dtypes)  # the frame's schema: no job

@@ -37,14 +37,14 @@ the whole view, in their observation.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta.records import BatchMode
 from lakejoin.quality.health import Health, totals
 from lakejoin.views.health_flags import HEALTH_PIN as PIN
-from lakejoin.views.health_flags import flag
+from lakejoin.views.health_flags import PREFIX, flag
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -57,6 +57,11 @@ if TYPE_CHECKING:
 SINCE_BATCH, SINCE = "since_batch", "since"
 EXAMPLES = 5  # keys a breach names
 _FLAGGED, _LATE, _CARRIED = "_lj_flagged", "_lj_late", "_lj_carried"
+# Beside the rows (dropped with the flags): a flagged key that waited, one that was flagged.
+_SIDE, _WAS, _HELD = PREFIX + "key_", PREFIX + "was_waiting", PREFIX + "held"
+# Up to how many flagged keys the materialising job tests as literals (each a py4j call: 10 k
+# took ~5 s at 1.5 M orders); above, they are joined by broadcast.
+LITERALS = 2_000
 # Up to how many affected keys `prior` brings to the driver to find them among the flagged keys
 # (measured at 1.5 M orders: 15 k keys in well under a second); above, a broadcast semi-join.
 COLLECTED = 500_000
@@ -109,7 +114,7 @@ def prior(ctx: BatchContext, kind: ViewKindLogic, rebuilt: Rebuilt, path: str) -
         found = affected.join(
             F.broadcast(ctx.spark.createDataFrame(before.select(key))), key, "left_semi"
         ).collect()
-    wanted = {tuple(r[c] for c in key) for r in found}
+    wanted = {_key(r.asDict(), key) for r in found}
     mask = [_key(r, key) in wanted for r in before.select(key).to_pylist()]
     return Prior(path, version, before, before.filter(pa.array(mask, type=pa.bool_())), False)
 
@@ -120,18 +125,32 @@ def _columns(key: Sequence[str], kept: Sequence[str]) -> list[str]:
 
 
 def _key(row: Mapping[str, Any], key: Sequence[str]) -> tuple[Any, ...]:
-    """A key of the flagged keys table (read by delta-rs) as Spark gives it back: a timestamp
-    as a naive local time, as PySpark's `collect` returns it."""
+    """A key as the flagged keys compare it, from a row of delta-rs's or of Spark's: a
+    timestamp as a naive local time, as PySpark's `collect` returns it; binary as bytes."""
     from datetime import datetime
 
-    def local(v: Any) -> Any:
-        return v.astimezone().replace(tzinfo=None) if isinstance(v, datetime) and v.tzinfo else v
+    def plain(v: Any) -> Any:
+        if isinstance(v, datetime) and v.tzinfo:
+            return v.astimezone().replace(tzinfo=None)
+        return bytes(v) if isinstance(v, bytearray) else v
 
-    return tuple(local(row[c]) for c in key)
+    return tuple(plain(row[c]) for c in key)
+
+
+def _literal(value: Any) -> Column:
+    """A key value as a Spark literal: a naive timestamp (delta-rs's of a `timestamp_ntz` key)
+    from its text, so no time zone shifts it."""
+    from datetime import datetime
+
+    from pyspark.sql import functions as F
+
+    if isinstance(value, datetime) and value.tzinfo is None:
+        return F.lit(value.isoformat(" ")).cast("timestamp_ntz")
+    return F.lit(value)
 
 
 def membership(key: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> Column:
-    """Whether a row's key is one of `rows`' (a small list of the flagged keys): a set of
+    """Whether a row's key is one of `rows`' (at most `LITERALS` flagged keys): a set of
     literals in the plan (Spark's InSet), so neither side is shuffled or broadcast and no job
     is added to the one that evaluates it."""
     from pyspark.sql import functions as F
@@ -139,35 +158,58 @@ def membership(key: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> Column:
     if not rows:
         return F.lit(False)
     if len(key) == 1:
-        return F.col(key[0]).isin([r[key[0]] for r in rows])
-    literals = [F.struct(*[F.lit(r[c]).alias(c) for c in key]) for r in rows]
+        return F.col(key[0]).isin([_literal(r[key[0]]) for r in rows])
+    literals = [F.struct(*[_literal(r[c]).alias(c) for c in key]) for r in rows]
     return F.struct(*[F.col(c) for c in key]).isin(literals)
 
 
-def observed(kind: ViewKindLogic, before: pa.Table | None) -> list[Column]:
-    """What the job that materialises the flagged rows also counts: each measure, the rows
+def beside(
+    ctx: BatchContext, kind: ViewKindLogic, rows: DataFrame, before: Prior
+) -> tuple[DataFrame, list[Column]]:
+    """The flagged rows to materialise, and what their job also counts: each measure, the rows
     kept, the flagged rows themselves (key and flags: bounded by the affected keys in an
     incremental batch; every flagged key in a full recompute), the rows that waited before the
-    batch and no longer do (`late`), and the rows the kind carried as they were (null flags, a
-    list_join's unchanged list) that were flagged before: they keep their old flags."""
+    batch and no longer do (`late`), and in an incremental batch the rows the kind carried as
+    they were (null flags, a list_join's unchanged list) that were flagged before: they keep
+    their old flags. The rows are tested against the flagged keys as literals; above `LITERALS`
+    of them, they are joined by broadcast (a job more)."""
     from pyspark.sql import functions as F
 
     from lakejoin.views.health_flags import sums
 
-    key, kept = list(kind.output_key), kind.health_kept
+    key, kept, waits = list(kind.output_key), kind.health_kept, kind.waits
     out = sums(kind.health_measures)
     any_flag = F.greatest(*[F.col(flag(m)) for m in kept], F.lit(0)) > 0
     struct = F.struct(*key, *[F.col(flag(m)).cast("long").alias(flag(m)) for m in kept])
     out.append(F.collect_list(F.when(any_flag, struct)).alias(_FLAGGED))
-    old = before.to_pylist() if before is not None else []
-    if old:
-        carried = F.col(flag(kept[0])).isNull() & membership(key, old)
+    old = before.old.to_pylist() if before.old is not None else []
+    carry = not before.whole  # a kind carries rows in an incremental batch only
+    waited = [r for r in old if waits is not None and (r[flag(waits)] or 0) > 0]
+    watched = old if carry else waited
+    if not watched:
+        return rows, out
+    if len(watched) <= LITERALS:
+        was, held = membership(key, waited), membership(key, old)
+    else:
+        import pyarrow as pa
+
+        names = [f"{_SIDE}{c}" for c in key]
+        side = pa.Table.from_pylist(
+            [{**{n: r[c] for n, c in zip(names, key, strict=True)}, _WAS: r in waited} for r in watched]
+        )
+        joined = rows.join(
+            F.broadcast(ctx.spark.createDataFrame(side)),
+            [rows[c] == F.col(n) for c, n in zip(key, names, strict=True)],
+            "left",
+        )
+        rows = joined.select(*[rows[c] for c in rows.columns], F.col(_WAS), F.col(names[0]).alias(_HELD))
+        was, held = F.coalesce(F.col(_WAS), F.lit(False)), F.col(_HELD).isNotNull()
+    if carry:
+        carried = F.col(flag(kept[0])).isNull() & held
         out.append(F.collect_list(F.when(carried, F.struct(*key))).alias(_CARRIED))
-    if kind.waits is not None:
-        waited = [r for r in old if (r[flag(kind.waits)] or 0) > 0]
-        late = membership(key, waited) & (F.col(flag(kind.waits)) == 0)
-        out.append(F.count_if(late).alias(_LATE))
-    return out
+    if waits is not None:
+        out.append(F.count_if(was & (F.col(flag(waits)) == 0)).alias(_LATE))
+    return rows, out
 
 
 def change_counts(kind: ViewKindLogic, source: str) -> list[Column]:
@@ -244,7 +286,7 @@ def count_batch(
     elif before.whole:
         # No flagged keys or totals to go on from: the whole view, counted once.
         whole = derived(ctx, kind)
-        row = whole.rows.agg(*observed(kind, None)).first()
+        row = whole.rows.agg(*beside(ctx, kind, whole.rows, replace(before, old=None))[1]).first()
         assert row is not None
         after = {m: int(row[flag(m)]) for m in measures} | dict(whole.health_counts)
         flagged = list(row[_FLAGGED] or [])
