@@ -166,25 +166,6 @@ views:
         return fk_join_oracle(left_rows, right_rows, join=join, left_key=left.key, right_key=right.key)
 
 
-def fk_join_health(lake: Lakehouse, spec: PipelineSpec, view: str = "display_products") -> dict[str, int]:
-    """The fk_join's join health recounted in plain Python at the last committed pins, and what
-    that batch logged (`health.*` metrics), side by side: `{"counted": ..., "logged": ...}`."""
-    record = batch_log(spec).last_committed(view)
-    assert record is not None
-    join = spec.views[view].fk_join
-    left, right = spec.sources[join.left], spec.sources[join.right]
-    left_rows = lake.rows_at(left.path.rsplit("/", 1)[-1], record.pinned_versions[left.name])
-    right_rows = lake.rows_at(right.path.rsplit("/", 1)[-1], record.pinned_versions[right.name])
-    keys = {key_of(r, right.key) for r in right_rows}
-    fks = [key_of(r, join.fk) for r in left_rows]
-    counted = {
-        "health.missing_right": sum(not null_key(fk) and fk not in keys for fk in fks),
-        "health.null_fk": sum(null_key(fk) for fk in fks),
-        "health.rows": len(left_rows),
-    }
-    return {"counted": counted, "logged": {k: record.metrics.get(k) for k in counted}}
-
-
 def fk_join_oracle(
     left_rows: list[dict], right_rows: list[dict], *, join, left_key: Key, right_key: Key
 ) -> list[dict]:
@@ -518,15 +499,26 @@ def status_blocks(output: str) -> dict[str, dict[str, str]]:
 
 
 def health_recount(lake: Lakehouse, spec: PipelineSpec, view: str) -> dict[str, dict[str, int | None]]:
-    """A list_join's, rekey's or (propagate) enrich's join health recounted in plain Python at
-    the last committed pins, and what that batch logged (`health.*` metrics), side by side:
-    `{"counted": ..., "logged": ...}` (fk_join: `fk_join_health`)."""
+    """A view's join health recounted in plain Python at the last committed pins (an enrich's
+    as `propagate` keeps it), and what that batch logged (`health.*` metrics), side by side:
+    `{"counted": ..., "logged": ...}`."""
     from lakejoin.spec.model import Duplicates, ViewKind
 
     record = batch_log(spec).last_committed(view)
     assert record is not None
     versions, definition = record.pinned_versions, spec.views[view]
-    if definition.kind is ViewKind.LIST_JOIN:
+    if definition.kind is ViewKind.FK_JOIN:
+        join = definition.fk_join
+        right = spec.sources[join.right]
+        left_rows = source_rows(lake, spec, join.left, versions[join.left])
+        keys = {key_of(r, right.key) for r in source_rows(lake, spec, join.right, versions[join.right])}
+        fks = [key_of(r, join.fk) for r in left_rows]
+        counted = {
+            "health.missing_right": sum(not null_key(fk) and fk not in keys for fk in fks),
+            "health.null_fk": sum(null_key(fk) for fk in fks),
+            "health.rows": len(left_rows),
+        }
+    elif definition.kind is ViewKind.LIST_JOIN:
         join = definition.list_join
         right = spec.sources[join.right]
         lists = source_rows(lake, spec, join.left, versions[join.left])

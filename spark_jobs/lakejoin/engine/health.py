@@ -88,8 +88,7 @@ class Prior:
 
 def prior(ctx: BatchContext, kind: ViewKindLogic, rebuilt: Rebuilt, path: str) -> Prior:
     """Read the flagged keys at the batch's pin and find the affected keys among them: no job
-    when the table is empty, the affected keys are on the driver or the batch counts every key,
-    else one (module docstring)."""
+    when the table is empty or the batch counts every key, else one (module docstring)."""
     import pyarrow as pa
     from deltalake import DeltaTable
     from pyspark.sql import functions as F
@@ -322,8 +321,8 @@ def _sum(rows: pa.Table, column: str) -> int:
 
 def source_rows(ctx: BatchContext, kind: ViewKindLogic) -> int:
     """The rows a share is of: the kind's row source at the batch's pin, from its files'
-    statistics (delta-rs, no job); a Spark count only where they do not tell (no statistics,
-    or deletion vectors delta-rs does not count)."""
+    statistics less its deletion vectors' rows (delta-rs, no job); a Spark count only where a
+    file has no row count in its statistics."""
     from lakejoin.delta.lookups import row_count
 
     source = kind.health_rows
@@ -403,7 +402,7 @@ def _flagged(
 def _signature(
     rows: Sequence[Mapping[str, Any]], key: list[str], measures: Sequence[str]
 ) -> set[tuple[Any, ...]]:
-    return {(*(r[c] for c in key), *(int(r[flag(m)] or 0) for m in measures)) for r in rows}
+    return {(*_key(r, key), *(int(r[flag(m)] or 0) for m in measures)) for r in rows}
 
 
 def oldest(rows: pa.Table, batch_id: int, waits: str | None) -> tuple[int | None, float | None]:
