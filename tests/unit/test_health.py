@@ -95,3 +95,42 @@ def test_a_share_is_of_the_first_inputs_rows_from_its_file_statistics(tmp_path):
     write_deltalake(path, pa.table({"order_id": [1, 2, 3]}))
     write_deltalake(path, pa.table({"order_id": [4, 5]}), mode="append")
     assert (row_count(path, 0), row_count(path, 1)) == (3, 5)
+
+
+def test_runs_writing_the_flagged_keys_at_once_each_pin_their_own_rows(tmp_path):
+    """Four runs of one batch rewrite the table together (tests/e2e's concurrent runs): delta-rs
+    refuses all commits but one in each round, and a refused one is written again on the newest
+    version, so none fails and each run's pinned version holds its own rows."""
+    import threading
+
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    from lakejoin.engine.health import WRITE_ATTEMPTS, FlaggedUpdate
+
+    path = str(tmp_path / "health")
+    write_deltalake(path, pa.table({"k": ["k0"]}))
+    runs = 4
+    assert runs <= WRITE_ATTEMPTS  # each round lands one commit
+    start, pinned, errors = threading.Barrier(runs), {}, []
+
+    def run(i: int) -> None:
+        update = FlaggedUpdate(path, pa.table({"k": [f"k{i}"]}), changed=True, version=0)
+        start.wait()
+        try:
+            pinned[i] = update.write()
+        except Exception as exc:  # noqa: BLE001 - the assertion below names it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(1, runs + 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert errors == []
+    assert sorted(pinned.values()) == list(range(1, runs + 1))
+    for i, version in pinned.items():
+        assert DeltaTable(path, version=version).to_pyarrow_table().column("k").to_pylist() == [f"k{i}"]
+    unchanged = FlaggedUpdate(path, pa.table({"k": ["k0"]}), changed=False, version=0)
+    assert unchanged.write() == 0

@@ -69,7 +69,7 @@ def test_a_conflict_with_another_runs_commit_of_this_batch_is_the_batch_committe
     write_deltalake(path, pa.table({"k": [1]}), commit_properties=CommitProperties(app_transactions=done))
     conflict = ConcurrentBatchError("another commit landed on this table", where="out")
 
-    found = _or_committed(conflict, path, COMMIT)
+    found = _or_committed(conflict, path, COMMIT.app, COMMIT.final.batch_id)
 
     assert isinstance(found, CommittedElsewhereError) is elsewhere
     if elsewhere:
@@ -252,3 +252,28 @@ def test_a_batch_is_written_by_the_path_its_keys_and_table_choose(keys, full, st
     only for a batch the driver's MERGE would take, and a full write never goes to the driver."""
     assert choose_write(keys, full=full, state=state, facts=facts) is path
     assert facts.asked == asked
+
+
+def test_a_flagged_keys_write_refused_every_time_stops_the_batch_naming_the_table(tmp_path):
+    """engine/health.py tries a refused commit again; when every attempt is refused the batch
+    stops with the conflict's message (not delta-rs's own error), or is in if another run
+    committed it."""
+    from deltalake.exceptions import CommitFailedError
+
+    from lakejoin.engine.write import write_flagged
+    from tests.unit.shop import shop
+
+    class Refused:
+        path = str(tmp_path / "health" / "display_products")
+
+        def write(self) -> int:
+            raise CommitFailedError("Commit failed: a concurrent transaction deleted data")
+
+    spec = shop()
+    view = spec.views["display_products"]
+    with pytest.raises(ConcurrentBatchError) as raised:
+        write_flagged(Refused(), spec, view, batch_id=3)  # type: ignore[arg-type]
+    assert not isinstance(raised.value, CommittedElsewhereError)  # no output: not committed
+    assert "another commit landed on this table while batch 3 was writing it" in raised.value.what
+    assert "flagged keys" in raised.value.where and Refused.path in raised.value.where
+    assert "concurrent transaction deleted data" in raised.value.what

@@ -35,7 +35,7 @@ from lakejoin.engine.health import (
 from lakejoin.engine.kinds import view_logic
 from lakejoin.engine.lineage import BatchLineage
 from lakejoin.engine.plan import BatchPlan, Skip, input_columns, latest_pin, plan_batch, plan_repair
-from lakejoin.engine.write import state_path, write_output, write_state
+from lakejoin.engine.write import state_path, write_flagged, write_output, write_state
 from lakejoin.errors import CommittedElsewhereError, KeyConflictError, QualityCheckError, RepairError
 from lakejoin.quality import checks as quality
 from lakejoin.quality.audit_plan import DIFFERENCES, SLICE
@@ -306,7 +306,7 @@ def _run_planned(
         pins.update(write_state(ctx, kind, rebuilt))
         failpoint("after_state_write")
     if waiting is not None:  # the flagged keys, pinned with the batch like a state table
-        version = waiting.write()
+        version = write_flagged(waiting, spec, view, plan.batch_id)
         if version is not None:
             pins[HEALTH_PIN] = version
     written = write_output(spark, spec, view, kind, plan, pins, recomputed, rebuilt)

@@ -241,6 +241,9 @@ def counted_changes(kind: ViewKindLogic, seen: Mapping[str, Any]) -> dict[str, t
     }
 
 
+WRITE_ATTEMPTS = 5  # a commit refused because another run's landed first is tried again
+
+
 @dataclass(frozen=True)
 class FlaggedUpdate:
     """The flagged keys after the batch, and whether they differ from the table's (then step 6
@@ -252,13 +255,28 @@ class FlaggedUpdate:
     version: int  # the table's version the batch read (-1: none)
 
     def write(self) -> int | None:
-        """Write the rows when they changed; the version the batch pins (None: no table)."""
+        """Write the rows when they changed; the version the batch pins (None: no table).
+
+        Every batch reads the table at the version the last batch pinned, never at its newest,
+        so a commit another run made since (two runs of one batch write the same rows) does not
+        make these rows wrong: a refused commit is tried again on the newest version. Only the
+        output's commit decides which run's batch is in (engine/write.py)."""
         from deltalake import DeltaTable, write_deltalake
+        from deltalake.exceptions import CommitFailedError
 
         if not self.changed:
             return self.version if self.version >= 0 else None
-        write_deltalake(self.path, self.rows, mode="overwrite", schema_mode="overwrite")
-        return int(DeltaTable(self.path).version())
+        for attempt in range(WRITE_ATTEMPTS):
+            table = DeltaTable(self.path) if DeltaTable.is_deltatable(self.path) else None
+            try:
+                write_deltalake(table or self.path, self.rows, mode="overwrite", schema_mode="overwrite")
+            except CommitFailedError:
+                if attempt + 1 == WRITE_ATTEMPTS:
+                    raise
+                continue
+            # The table object moves to its own commit; a path is read again (a first write).
+            return int(table.version() if table is not None else DeltaTable(self.path).version())
+        raise AssertionError("unreachable")
 
 
 def count_batch(

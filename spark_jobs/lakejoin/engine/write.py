@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from lakejoin.delta.key_ranges import KeyRange
+    from lakejoin.engine.health import FlaggedUpdate
     from lakejoin.engine.plan import BatchPlan
     from lakejoin.views.base import Rebuilt, ViewKindLogic
     from lakejoin.views.context import BatchContext
@@ -107,12 +108,12 @@ def write_output(
                     known = (affected, rebuilt.affected_count, rebuilt.bounds)
                 counts = merge_affected(spark, view.path, recomputed, affected, keys, commit, known=known)
     except ConcurrentBatchError as exc:
-        raise _or_committed(exc, view.path, commit) from exc
+        raise _or_committed(exc, view.path, commit.app, commit.final.batch_id) from exc
     except Exception as exc:
         concurrent = _concurrent(exc, plan.batch_id, where=where)
         if concurrent is None:
             raise
-        raise _or_committed(concurrent, view.path, commit) from exc
+        raise _or_committed(concurrent, view.path, commit.app, commit.final.batch_id) from exc
     assert counts.version is not None
     return OutputWrite(counts, counts.version, note)
 
@@ -167,16 +168,36 @@ def held_rows(
     return table.join(F.broadcast(affected.select(*keys)), on=keys, how="left_semi")
 
 
-def _or_committed(exc: ConcurrentBatchError, path: str, commit: OutputCommit) -> ConcurrentBatchError:
+def write_flagged(update: FlaggedUpdate, spec: PipelineSpec, view: View, batch_id: int) -> int | None:
+    """Write the view's flagged keys (engine/health.py) when they changed; the version the batch
+    pins. Two runs of one batch both rewrite the table, and delta-rs refuses the second commit:
+    that is a conflict with another run's write of this batch, reported as the output's are."""
+    from deltalake.exceptions import CommitFailedError
+
+    try:
+        return update.write()
+    except CommitFailedError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        conflict = ConcurrentBatchError(
+            f"another commit landed on this table while batch {batch_id} was writing it (another run "
+            f"of the view); this run stopped: {first}",
+            where=f"view '{view.name}' flagged keys ({update.path})",
+            fix="run the view again: it plans from what is committed; do not run two batches of one "
+            "view at once",
+        )
+        raise _or_committed(conflict, view.path, app_id(spec.name, view.name), batch_id) from exc
+
+
+def _or_committed(exc: ConcurrentBatchError, path: str, app: str, batch_id: int) -> ConcurrentBatchError:
     """`exc`, or the news that the batch is in: a conflict with another run's commit of this very
-    batch (its txn version on the output) leaves this run nothing to do."""
+    batch (its txn version `app` on the output) leaves this run nothing to do."""
     if isinstance(exc, CommittedElsewhereError):
         return exc
-    done = output_batches(path, commit.app).last_committed
-    if done is None or done < commit.final.batch_id:
+    done = output_batches(path, app).last_committed
+    if done is None or done < batch_id:
         return exc
     return CommittedElsewhereError(
-        f"another run committed batch {commit.final.batch_id} first (its commit landed while this "
+        f"another run committed batch {batch_id} first (its commit landed while this "
         "run's was being written); this run wrote nothing more",
         where=f"output {path}",
         fix="nothing to do: the batch is committed once; run again for newer changes",
