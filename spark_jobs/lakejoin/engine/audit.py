@@ -1,21 +1,32 @@
 """The continuous audit (issue 40): after its output commit, an audit batch re-derives one slice
 of the view's keys from the inputs at its pins and compares it with the output it committed.
 
-A slice is the keys whose hash (xxhash64 of the key columns) modulo `slices` is the batch's
-(quality/audit_plan.next_slice). The rows are derived by the kind's own full recompute, lazily and
-without its input checks (the batch ran them), so Spark pushes the slice's filter into the scan
-of the driving table; the output is read at the committed version with the same filter. One
-job compares them by key and a hash of every column: how many keys differ, and the first 20.
+Audit batches take the slices in turn (quality/audit_plan.next_slice); a round of `slices` audit
+batches checks every key. A round cuts the keys by ranges of the key's first column, read from
+the output's file statistics (delta-rs, no job) at the version the round's first batch
+committed, so every batch of the round cuts alike and the slices cover every key once (each
+logs a fingerprint of its cut, and only slices cut alike add up in the coverage). A range
+is a literal predicate: Delta skips the output's files outside it, and Spark pushes it into the
+scan of the driving table (a view keyed by its driving table's key), so a slice reads about a
+`slices`-th of each (plus the files a batch added since the table was laid out, which span the
+keys). A key whose first column's statistics are no exact literal (a timestamp, a float, a
+decimal, a binary, or none kept) or give fewer cuts than half the slices falls back to a hash of
+the key (xxhash64 modulo `slices`), which reads everything. The rows are derived by the kind's
+own full recompute, lazily and without its input checks (the batch ran them); the output is read
+at the committed version with the same filter. One job compares them by key and a hash of every
+column: how many keys differ, and the first 20.
 
 `lakejoin audit SPEC --full` runs every slice at once.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.errors import AuditDifferenceError
+from lakejoin.quality.audit_plan import EVERY_KEY
 from lakejoin.spec.model import Key
 
 if TYPE_CHECKING:
@@ -24,6 +35,8 @@ if TYPE_CHECKING:
     from lakejoin.spec.model import PipelineSpec, View
     from lakejoin.views.base import Rebuilt, ViewKindLogic
     from lakejoin.views.context import BatchContext
+
+_log = logging.getLogger("lakejoin")
 
 SHOWN = 20  # keys an audit names
 _EXPECTED, _FOUND = "_lj_expected", "_lj_found"
@@ -35,10 +48,7 @@ class AuditResult:
     slices: int
     differences: int
     keys: list[tuple[Any, ...]]  # the first SHOWN of them, in key order
-
-    @property
-    def scope(self) -> str:
-        return "every key" if self.slice is None else f"slice {self.slice} of {self.slices} of the keys"
+    scope: str = "every key"  # which keys it checked (`Slicing.text`)
 
 
 def difference_error(spec: PipelineSpec, view: View, found: AuditResult, audit: str) -> AuditDifferenceError:
@@ -51,7 +61,7 @@ def difference_error(spec: PipelineSpec, view: View, found: AuditResult, audit: 
     shown = ", ".join(shown_value(key, k) for k in found.keys)
     more = f" and {found.differences - len(found.keys)} more" if found.differences > len(found.keys) else ""
     return AuditDifferenceError(
-        f"{audit} ({found.scope}) found {found.differences} key(s) whose output row is not what "
+        f"{audit} checked {found.scope} and found {found.differences} key(s) whose output row is not what "
         f"the inputs give: {shown}{more}. Something wrote the output behind lakejoin's back, or a "
         "batch went wrong",
         where=f"view '{view.name}' output ({view.path})",
@@ -60,12 +70,120 @@ def difference_error(spec: PipelineSpec, view: View, found: AuditResult, audit: 
     )
 
 
-def in_slice(key: Key, slice_: int | None, slices: int) -> Column:
+@dataclass(frozen=True)
+class Slicing:
+    """How a round cuts the keys into `slices` slices: by ranges of `column` between the
+    ascending `cuts` (slice i: from cut i-1 up to, not with, cut i; the first slice also holds
+    null; slices past the last cut are empty), or, with no cuts, by a hash of the key. One
+    slice: none to cut by, every key."""
+
+    slices: int
+    column: str | None = None
+    cuts: tuple[Any, ...] = ()
+
+    @property
+    def ranges(self) -> bool:
+        return bool(self.cuts)
+
+    def fingerprint(self) -> int:
+        """How this round cuts the keys, as the batch log's integer `audit.cuts`
+        (quality/audit_plan.EVERY_KEY: every key): slices of two rounds add up to every key
+        only when their fingerprints match."""
+        import hashlib
+
+        if self.slices == 1:
+            return EVERY_KEY
+        text = repr((self.slices, self.column, self.cuts) if self.ranges else (self.slices, "xxhash64"))
+        return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") >> 2 or 1
+
+    def text(self, slice_: int) -> str:
+        """What the batch auditing `slice_` checked, for its note."""
+        if self.slices == 1:
+            return "every key (the round's first version is unknown or no longer readable)"
+        if not self.ranges:
+            return f"slice {slice_} of {self.slices} (by a hash of the key)"
+        cut = [repr(c) if isinstance(c, str) else str(c) for c in self.cuts]
+        if slice_ == 0:
+            where = f"{self.column} below {cut[0]}, or null"
+        elif slice_ > len(cut):
+            where = f"no key: the output's files cut the keys into {len(cut) + 1} slices"
+        else:
+            where = f"{self.column} from {cut[slice_ - 1]}" + (
+                f" to below {cut[slice_]}" if slice_ < len(cut) else ""
+            )
+        return f"slice {slice_} of {self.slices} ({where})"
+
+
+def cuts(firsts: list[tuple[Any, int]], slices: int) -> tuple[Any, ...]:
+    """`slices - 1` ascending cut values from the output's files, each file given as the least
+    value of the key's first column in it and its row count: the least value of the file at
+    each `slices`-th of the rows, files taken by their least value. A table laid out by key
+    (delta/key_ranges.py) has disjoint files, so a slice reads about a `slices`-th of it. Any
+    ascending values cut exactly, so a string minimum Delta truncated to a prefix is as good a
+    cut. Fewer distinct cuts than half the slices (few files, or a key led by a column of few
+    values) give none: the round hashes instead."""
+    files = sorted((least, rows) for least, rows in firsts if least is not None and rows > 0)
+    total = sum(rows for _, rows in files)
+    if slices < 2 or not total:
+        return ()
+    chosen: list[Any] = []
+    seen, i = 0, 0
+    for n in range(1, slices):
+        target = total * n / slices
+        while i < len(files) - 1 and seen + files[i][1] <= target:
+            seen += files[i][1]
+            i += 1
+        if files[i][0] > (
+            chosen[-1] if chosen else files[0][0]
+        ):  # a cut at the least key would empty slice 0
+            chosen.append(files[i][0])
+    return tuple(chosen) if len(chosen) >= (slices - 1) // 2 else ()
+
+
+def slicing(path: str, version: int | None, key: Key, slices: int) -> Slicing:
+    """The round's cuts, from the output's file statistics at `version` (None, or a version
+    delta-rs can no longer read: no slicing, so the batch checks every key)."""
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    column = key[0]
+    if version is None:
+        return Slicing(1)
+    try:
+        files = pa.table(DeltaTable(path, version=version).get_add_actions(flatten=True))
+    except Exception as exc:  # noqa: BLE001 - e.g. its log was cleaned up: this batch checks every key
+        _log.warning(
+            "the audit checks every key of %s: its round's version %s is not readable: %s", path, version, exc
+        )
+        return Slicing(1)
+    least = f"min.{column}"
+    exact = (
+        pa.types.is_integer,
+        pa.types.is_string,
+        pa.types.is_large_string,
+        pa.types.is_string_view,
+        pa.types.is_date,
+    )
+    if least not in files.column_names or not any(t(files[least].type) for t in exact):
+        return Slicing(slices)
+    firsts = list(zip(files[least].to_pylist(), files["num_records"].to_pylist(), strict=True))
+    return Slicing(slices, column, cuts([(v, r or 0) for v, r in firsts], slices))
+
+
+def in_slice(key: Key, slice_: int | None, slicing: Slicing) -> Column:
     from pyspark.sql import functions as F
 
-    if slice_ is None:
+    if slice_ is None or slicing.slices == 1:
         return F.lit(True)
-    return F.pmod(F.xxhash64(*[F.col(c) for c in key]), F.lit(slices)) == F.lit(slice_)
+    if not slicing.ranges:
+        return F.pmod(F.xxhash64(*[F.col(c) for c in key]), F.lit(slicing.slices)) == F.lit(slice_)
+    column, cut = F.col(slicing.column or key[0]), slicing.cuts
+    if slice_ == 0:
+        return (column < F.lit(cut[0])) | column.isNull()
+    if slice_ > len(cut):  # the files cut the keys into fewer slices: this one is empty
+        return F.lit(False)
+    lo = column >= F.lit(cut[slice_ - 1])
+    return lo & (column < F.lit(cut[slice_])) if slice_ < len(cut) else lo
 
 
 def derived(ctx: BatchContext, kind: ViewKindLogic) -> Rebuilt:
@@ -85,13 +203,16 @@ def derived_rows(ctx: BatchContext, kind: ViewKindLogic) -> DataFrame:
 
 
 def audit(
-    ctx: BatchContext, kind: ViewKindLogic, output_version: int, slice_: int | None, slices: int
+    ctx: BatchContext, kind: ViewKindLogic, output_version: int, slice_: int | None, cut: Slicing
 ) -> AuditResult:
     """Compare the slice of the derived rows with the output at `output_version`, in one job."""
     from pyspark.sql import functions as F
 
     key = list(kind.output_key)
-    chosen = in_slice(tuple(key), slice_, slices)
+    chosen = in_slice(tuple(key), slice_, cut)
+    scope = cut.text(slice_) if slice_ is not None else "every key"
+    if cut.slices == 1:  # no round to cut by: every key
+        slice_ = None
     output = ctx.spark.read.format("delta").option("versionAsOf", output_version).load(ctx.view.path)
     columns = output.columns
 
@@ -107,7 +228,7 @@ def audit(
     ).first()
     assert row is not None, "an aggregate without grouping returns one row"
     keys = [tuple(k[c] for c in key) for k in row["keys"] or []]
-    return AuditResult(slice_, slices, int(row["n"]), keys)
+    return AuditResult(slice_, cut.slices, int(row["n"]), keys, scope)
 
 
 def audit_view(spark: SparkSession, spec: PipelineSpec, view: View) -> AuditResult | None:
@@ -142,4 +263,4 @@ def audit_view(spark: SparkSession, spec: PipelineSpec, view: View) -> AuditResu
     ctx = BatchContext(
         spark, spec, view, plan, state_path(spec, view), input_columns(spec, view, kind, pinned)
     )
-    return audit(ctx, kind, int(DeltaTable(view.path).version()), None, view.audit.slices)
+    return audit(ctx, kind, int(DeltaTable(view.path).version()), None, Slicing(view.audit.slices))

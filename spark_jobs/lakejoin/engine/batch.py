@@ -20,7 +20,7 @@ from lakejoin.delta.key_ranges import materialised
 from lakejoin.delta.log import BatchLog
 from lakejoin.delta.markers import failpoint
 from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus
-from lakejoin.engine.audit import audit, difference_error
+from lakejoin.engine.audit import audit, difference_error, slicing
 from lakejoin.engine.changes import source_changes
 from lakejoin.engine.health import (
     FlaggedUpdate,
@@ -38,7 +38,7 @@ from lakejoin.engine.plan import BatchPlan, Skip, input_columns, latest_pin, pla
 from lakejoin.engine.write import state_path, write_flagged, write_output, write_state
 from lakejoin.errors import CommittedElsewhereError, KeyConflictError, QualityCheckError, RepairError
 from lakejoin.quality import checks as quality
-from lakejoin.quality.audit_plan import DIFFERENCES, SLICE
+from lakejoin.quality.audit_plan import CUTS, DIFFERENCES, SLICE, SLICES
 from lakejoin.quality.checks import Validation
 from lakejoin.quality.health import Health, breaches
 from lakejoin.quality.health_checks import validation as health_validation
@@ -328,11 +328,20 @@ def _run_planned(
     slice_ = plan.audit_slice if not plan.finishing else None
     if slice_ is not None and checks:
         clock.enter(Phase.AUDIT)
-        audited = audit(ctx, kind, written.version, slice_, view.audit.slices)
-        summary.kind_metrics.update({SLICE: slice_, DIFFERENCES: audited.differences})
-        summary.notes["audit"] = (
-            f"slice {slice_} of {view.audit.slices}: {audited.differences} key(s) differ from a recompute"
+        # A round is cut on the version its first batch (slice 0) committed: this one's, or a
+        # batch's before it.
+        start = written.version if slice_ == 0 else plan.audit_round
+        cut = slicing(view.path, start, kind.output_key, view.audit.slices)
+        audited = audit(ctx, kind, written.version, slice_, cut)
+        summary.kind_metrics.update(
+            {
+                SLICE: slice_,
+                DIFFERENCES: audited.differences,
+                SLICES: view.audit.slices,
+                CUTS: cut.fingerprint(),
+            }
         )
+        summary.notes["audit"] = f"{audited.scope}: {audited.differences} key(s) differ from a recompute"
 
     # 7. log: an index of the committed batch, for people and the Airflow skip check
     clock.enter(Phase.COMMIT)

@@ -35,7 +35,7 @@ from lakejoin.errors import (
     RepairError,
     SourceError,
 )
-from lakejoin.quality.audit_plan import next_slice
+from lakejoin.quality.audit_plan import next_slice, round_start
 from lakejoin.spec.definition import (
     Definition,
     comparable,
@@ -77,6 +77,7 @@ class BatchPlan:
     schemas: dict[str, dict[str, str]] = field(default_factory=dict, compare=False, repr=False)
     rewrite: str | None = None  # why the output is rewritten whole, not merged (its key changed)
     audit_slice: int | None = None  # the slice of the keys the batch audits (quality/audit_plan.py)
+    audit_round: int | None = None  # the output version its round's key ranges come from
     # The metrics of the last committed batch (join health's totals go on from them).
     last_metrics: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
 
@@ -114,6 +115,7 @@ class ViewBatches:
     next_id: int
     unchanged: BatchRecord | None = None
     audit_slice: int | None = None  # the slice the next batch audits, if incremental
+    audit_round: int | None = None  # the output version that slice's round is cut on
 
 
 def _where(view: View, source: Source) -> str:
@@ -158,7 +160,8 @@ def view_batches(spec: PipelineSpec, view: View, log: BatchLog, *, need_pins: bo
             committed = _record(view.name, *before) if before else None
     unchanged = read_on(history, committed) if half is None else None
     next_id = max(ids, default=0) + 1
-    return ViewBatches(committed, half, next_id, unchanged, next_slice(history, view.audit, next_id))
+    slice_ = next_slice(history, view.audit, next_id)
+    return ViewBatches(committed, half, next_id, unchanged, slice_, round_start(history, slice_))
 
 
 def read_on(history: list[BatchRecord], committed: BatchRecord | None) -> BatchRecord | None:
@@ -388,6 +391,7 @@ def _planned(
         schemas=schemas,
         rewrite=rewrite,
         audit_slice=batches.audit_slice if mode is BatchMode.INCREMENTAL else None,
+        audit_round=batches.audit_round if mode is BatchMode.INCREMENTAL else None,
         last_metrics=dict(batches.committed.metrics) if batches.committed is not None else {},
     )
 

@@ -1,8 +1,9 @@
 """Which slice of a view's keys a batch audits, and how much of the view the audit has covered
 (issue 40), from the batch log alone: no Spark.
 
-A view's keys fall into `slices` slices by a hash of the key. Audit batches take the slices in
-turn, so `slices` audit batches check every key. Which batches audit:
+Audit batches take a view's `slices` slices in turn; a round of `slices` audit batches checks
+every key. A round cuts the keys by ranges of the key (or by a hash of it) from the output's
+files at the version its first batch committed (engine/audit.py). Which batches audit:
 - `every: N`: the first incremental batch and every N-th batch id after it;
 - otherwise a budget (0.1 by default): a batch audits when the time of the view's batches since
   the last audit (their phases but the audit) times the budget reaches that audit's time. The
@@ -10,8 +11,10 @@ turn, so `slices` audit batches check every key. Which batches audit:
   takes as long as its batch audits every 10th batch, a view whose audit is cheap each one.
   The first incremental batch audits, so the cost is known.
 A full refresh derives every key anew and counts as every slice checked. Each audit batch logs
-its slice and its differences (metrics `audit.slice`, `audit.differences`, and the phase's
-`ms.audit`); `coverage` reads them back for `lakejoin status` and `lakejoin audit`.
+its slice, its differences, the number of slices and a fingerprint of how its round cut the
+keys (metrics `audit.slice`, `audit.differences`, `audit.slices`, `audit.cuts`; 0: it checked
+every key), and the phase's `ms.audit`; `coverage` reads them back for `lakejoin status` and
+`lakejoin audit`. Only slices cut alike add up to every key.
 """
 
 from __future__ import annotations
@@ -22,8 +25,21 @@ from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus
 from lakejoin.spec.model import Audit
 
 SLICE, DIFFERENCES = "audit.slice", "audit.differences"
+SLICES, CUTS = "audit.slices", "audit.cuts"
+EVERY_KEY = 0  # the `audit.cuts` of a batch that checked every key
 AUDIT_MS = "ms.audit"
 _RAN = (BatchStatus.COMMITTED, BatchStatus.UNCHANGED)
+
+
+def round_start(history: list[BatchRecord], slice_: int | None) -> int | None:
+    """The output version whose files cut the keys of the round that batch auditing `slice_`
+    belongs to (engine/audit.py): the version the round's slice-0 batch committed. None when
+    the batch audits slice 0 (it starts a round, on the version it commits), audits none, or
+    finds no start (it then checks every key)."""
+    if slice_ is None or slice_ == 0:
+        return None
+    started = [r for r in history if r.status is BatchStatus.COMMITTED and r.metrics.get(SLICE, -1) == 0]
+    return started[-1].output_version if started and started[-1].output_version >= 0 else None
 
 
 def next_slice(history: list[BatchRecord], audit: Audit, batch_id: int) -> int | None:
@@ -33,6 +49,8 @@ def next_slice(history: list[BatchRecord], audit: Audit, batch_id: int) -> int |
         return None
     audited = [r for r in history if r.status is BatchStatus.COMMITTED and SLICE in r.metrics]
     following = 0 if not audited else (audited[-1].metrics[SLICE] + 1) % audit.slices
+    if audited and (audited[-1].metrics.get(SLICES) != audit.slices or CUTS not in audited[-1].metrics):
+        following = 0  # `slices` changed, or the round began before rounds were cut by range
     if audit.every is not None:
         first = next((r.batch_id for r in audited), batch_id)
         return following if (batch_id - first) % audit.every == 0 else None
@@ -71,20 +89,30 @@ class Coverage:
 
 
 def coverage(history: list[BatchRecord], audit: Audit) -> Coverage:
-    """What the committed batches of `history` (oldest first) checked, newest first: their
-    slices, back to a full refresh (a check of every key) or to a batch that found a difference
-    (the keys it found stay wrong until a repair, so nothing before it counts)."""
+    """What the committed batches of `history` (oldest first) checked, newest first: slices of
+    one cut (`audit.cuts` and `audit.slices` alike, so they partition the keys the same way),
+    back to a full refresh or a batch that checked every key, or to a batch that found a
+    difference (the keys it found stay wrong until a repair, so nothing before it counts)."""
     done = [r for r in history if r.status is BatchStatus.COMMITTED]
     last_difference = next((r for r in reversed(done) if r.metrics.get(DIFFERENCES, 0)), None)
     checked: set[int] = set()
+    newest: set[int] | None = None  # the slices of the newest cut, for the count shown
+    cut: tuple[int | None, int | None] | None = None
     for record in reversed(done):
         if record is last_difference:
             break
-        if record.mode is BatchMode.FULL_REFRESH:
+        every = record.metrics.get(CUTS) == EVERY_KEY and SLICE in record.metrics
+        if record.mode is BatchMode.FULL_REFRESH or every:
             checked = set(range(audit.slices))
         elif SLICE in record.metrics:
-            checked.add(record.metrics[SLICE])
+            this = (record.metrics.get(CUTS), record.metrics.get(SLICES))
+            if this != cut:  # cut otherwise: its slices do not add to the ones after it
+                newest = checked if newest is None and cut is not None else newest
+                checked, cut = set(), this
+            if this[1] == audit.slices:
+                checked.add(record.metrics[SLICE])
         if len(checked) >= audit.slices:
             within = done[-1].batch_id - record.batch_id + 1
             return Coverage(audit.slices, audit.slices, within, last_difference)
-    return Coverage(audit.slices, len(checked), None, last_difference)
+    shown = newest if newest is not None else checked
+    return Coverage(audit.slices, len(shown), None, last_difference)

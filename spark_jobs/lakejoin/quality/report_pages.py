@@ -12,6 +12,8 @@ from html import escape
 from typing import Any
 from urllib.parse import urlencode
 
+from lakejoin.quality.audit_plan import CUTS
+
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:1.5rem auto;max-width:72rem;padding:0 1rem;color:#1f2328}
 h1{font-size:1.4rem;margin:.2rem 0 1rem}h2{font-size:1.1rem;margin:1.6rem 0 .5rem}
@@ -134,7 +136,7 @@ def versions_table(report: dict[str, Any]) -> str:
 def counts_table(metrics: dict[str, int]) -> str:
     if not metrics:
         return "<p class=muted>no counts recorded</p>"
-    counts = {k: v for k, v in metrics.items() if not k.startswith("ms.")}
+    counts = {k: v for k, v in metrics.items() if not k.startswith("ms.") and k != CUTS}  # a fingerprint
     ordered = [k for k in COUNT_ORDER if k in counts] + sorted(k for k in counts if k not in COUNT_ORDER)
     rows = [[escape(_count_label(k)), str(counts[k])] for k in ordered]
     phases = [[escape(k[3:]), f"{v / 1000:.2f}"] for k, v in metrics.items() if k.startswith("ms.")]
