@@ -5,6 +5,7 @@ slices by the batches, named, and mended by a full refresh."""
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from lakejoin.errors import AuditDifferenceError
 from lakejoin.quality.audit_plan import DIFFERENCES, SLICE
 from lakejoin.spec.parse import load_spec
+from tests.delta.test_key_ranges import moved_away
 from tests.lakehouse import MERCHANTS, PRODUCTS, Lakehouse
 
 pytestmark = pytest.mark.scenario
@@ -47,7 +49,10 @@ def test_an_output_row_edited_behind_lakejoins_back_is_found_within_one_round_of
 
     lake.create("merchants", MERCHANTS, [("m1", "Acme", "a.png"), ("m2", "Bolt", "b.png")])
     products = [(f"p{i}", f"item {i}", float(i), "m1" if i % 2 else "m2") for i in range(1, 13)]
-    lake.create("products", PRODUCTS, products)
+    ordered = sorted(products)  # p1, p10, p11, p12, p2...: four writes of three keys, in key order
+    lake.create("products", PRODUCTS, ordered[:3])
+    for first in range(3, 12, 3):
+        lake.append("products", ordered[first : first + 3])
     spec = audited(lake)
     assert spec.views[VIEW].audit.slices == 4
     assert lake.run(spec, VIEW).outcome.value == "committed"  # batch 1: a full refresh, no audit
@@ -89,3 +94,31 @@ def test_an_output_row_edited_behind_lakejoins_back_is_found_within_one_round_of
     assert main(["audit", str(spec.file)]) == 0
     shown = " ".join(capsys.readouterr().out.split())
     assert f"{VIEW}: every key checked within the last 1 batches; {last}" in shown
+
+    # A slice reads only the files of the output and of the driving table that its range
+    # reaches: the others are moved away, and the audit of that slice still finds every key.
+    import pyarrow as pa
+
+    from lakejoin.engine.audit import audit, last_batch, slicing
+
+    path = spec.views[VIEW].path
+    version = DeltaTable(path).version()
+    cut = slicing(path, version, ("product_id",), 4)
+    assert cut.ranges, cut
+    lo, hi = cut.cuts[0], cut.cuts[1]  # slice 1
+
+    def outside(table: str) -> list[str]:
+        """The table's files whose statistics put every key outside slice 1 (Delta skips them)."""
+        files = pa.table(DeltaTable(table).get_add_actions(flatten=True)).to_pydict()
+        ranges = zip(files["path"], files["min.product_id"], files["max.product_id"], strict=True)
+        return [f"{table}/{name}" for name, least, greatest in ranges if greatest < lo or least >= hi]
+
+    away = outside(path) + outside(lake.path("products"))
+    assert outside(path) and outside(lake.path("products")), away
+    found = last_batch(lake.spark, spec, spec.views[VIEW])
+    assert found is not None
+    with ExitStack() as stack:
+        for file in away:
+            stack.enter_context(moved_away(file, Path(lake.path("products")).parent))
+        checked = audit(*found, version, 1, cut)
+    assert (checked.differences, checked.scope) == (0, cut.text(1))

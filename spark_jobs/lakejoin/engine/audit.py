@@ -237,6 +237,18 @@ def audit_view(spark: SparkSession, spec: PipelineSpec, view: View) -> AuditResu
     after that batch is found at once, not only when its slice comes round."""
     from deltalake import DeltaTable
 
+    found = last_batch(spark, spec, view)
+    if found is None:
+        return None
+    ctx, kind = found
+    return audit(ctx, kind, int(DeltaTable(view.path).version()), None, Slicing(view.audit.slices))
+
+
+def last_batch(
+    spark: SparkSession, spec: PipelineSpec, view: View
+) -> tuple[BatchContext, ViewKindLogic] | None:
+    """What an audit outside a batch derives from: the view's kind at the pins of its last
+    committed batch (None: no batch has committed)."""
     from lakejoin.delta.log import BatchLog
     from lakejoin.delta.markers import app_id, output_batches
     from lakejoin.delta.records import BatchMode
@@ -263,4 +275,4 @@ def audit_view(spark: SparkSession, spec: PipelineSpec, view: View) -> AuditResu
     ctx = BatchContext(
         spark, spec, view, plan, state_path(spec, view), input_columns(spec, view, kind, pinned)
     )
-    return audit(ctx, kind, int(DeltaTable(view.path).version()), None, Slicing(view.audit.slices))
+    return ctx, kind
