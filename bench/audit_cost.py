@@ -64,7 +64,14 @@ def main(argv: list[str] | None = None) -> int:
         default=ORPHANS,
         help="customers deleted before the first batch: their orders are the view's flagged keys",
     )
+    parser.add_argument(
+        "--deletion-vectors",
+        action="store_true",
+        help="the sources keep deletion vectors, so a CDC MERGE leaves their files laid out by key "
+        "(figures go to audit_cost_dv.json and entries of their own)",
+    )
     args = parser.parse_args(argv)
+    name = "audit_cost_dv" if args.deletion_vectors else "audit_cost"
 
     work = Path(args.work)
     shutil.rmtree(work, ignore_errors=True)
@@ -73,6 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     paths = write_sources(spark, work, sizes, args.seed)
     spec = spec_for("audit_cost", work / "lakejoin", paths)
     assert spec.views[VIEW].audit.enabled, "the benchmark measures the default audit"
+    if args.deletion_vectors:
+        for table in ("orders", "customers"):
+            dvs = "'delta.enableDeletionVectors' = 'true'"
+            spark.sql(f"ALTER TABLE delta.`{paths[table]}` SET TBLPROPERTIES ({dvs})")
     maker = ChangeMaker(spark, paths, sizes, args.seed)
     # Orders whose customer is gone: join health's flagged keys, among which each batch looks.
     spark.sql(f"DELETE FROM delta.`{paths['customers']}` WHERE customer_id < {args.orphans}")
@@ -137,12 +148,15 @@ def main(argv: list[str] | None = None) -> int:
         "per_audit_share": per_audit,
         "paid_share": paid,
         "health_jobs": max(b["health_jobs"] for b in batches),
+        "source_deletion_vectors": args.deletion_vectors,
     }
     flagged = max(b["health"].get("health.missing_right", 0) for b in batches)
     out = Path(args.out) / "bench"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "audit_cost.json").write_text(json.dumps(record, indent=2) + "\n")
+    (out / f"{name}.json").write_text(json.dumps(record, indent=2) + "\n")
     scale = f"{args.orders / 1e6:g} M orders, facts at {RATE:.0%}, {VIEW}"
+    if args.deletion_vectors:
+        scale += ", sources with deletion vectors"
     entries = [
         {
             "target": f"audit slice cost as a share of the batch ({scale}: an audit batch's audit seconds "
@@ -167,8 +181,8 @@ def main(argv: list[str] | None = None) -> int:
         },
     ]
     for entry in entries:
-        entry.update(batch="audit_cost", commit=record["commit"])
-    replace_entries(out / "targets.json", "audit_cost", entries)
+        entry.update(batch=name, commit=record["commit"])
+    replace_entries(out / "targets.json", name, entries)
     print(f"one audit: {per_audit} of its batch; over {args.rounds} batches: {paid} ({len(audited)} audits)")
     return 0
 
