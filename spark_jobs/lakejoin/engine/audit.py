@@ -133,9 +133,8 @@ def cuts(firsts: list[tuple[Any, int]], slices: int) -> tuple[Any, ...]:
         while i < len(files) - 1 and seen + files[i][1] <= target:
             seen += files[i][1]
             i += 1
-        if files[i][0] > (
-            chosen[-1] if chosen else files[0][0]
-        ):  # a cut at the least key would empty slice 0
+        floor = chosen[-1] if chosen else files[0][0]  # a cut at the least key would empty slice 0
+        if files[i][0] > floor:
             chosen.append(files[i][0])
     return tuple(chosen) if len(chosen) >= (slices - 1) // 2 else ()
 

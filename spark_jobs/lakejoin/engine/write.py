@@ -177,14 +177,9 @@ def write_flagged(update: FlaggedUpdate, spec: PipelineSpec, view: View, batch_i
     try:
         return update.write()
     except CommitFailedError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        conflict = ConcurrentBatchError(
-            f"another commit landed on this table while batch {batch_id} was writing it (another run "
-            f"of the view); this run stopped: {first}",
-            where=f"view '{view.name}' flagged keys ({update.path})",
-            fix="run the view again: it plans from what is committed; do not run two batches of one "
-            "view at once",
-        )
+        conflict = _concurrent(exc, batch_id, where=f"view '{view.name}' flagged keys ({update.path})")
+        if conflict is None:  # refused for another reason: delta-rs's own error says which
+            raise
         raise _or_committed(conflict, view.path, app_id(spec.name, view.name), batch_id) from exc
 
 
@@ -206,9 +201,10 @@ def _or_committed(exc: ConcurrentBatchError, path: str, app: str, batch_id: int)
 
 def _concurrent(exc: Exception, batch_id: int, *, where: str) -> ConcurrentBatchError | None:
     """Delta's conflict errors (ConcurrentTransactionException: another run's commit of the same
-    batch landed during this one's; ConcurrentAppend/Delete...: its MERGE touched the same files)."""
+    batch landed during this one's; ConcurrentAppend/Delete...: its MERGE touched the same files;
+    delta-rs's "a concurrent transaction ...")."""
     text = str(exc)
-    if "Concurrent" not in text and "DELTA_CONCURRENT" not in text:
+    if "concurrent" not in text.lower():
         return None
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
     return ConcurrentBatchError(
