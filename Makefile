@@ -69,6 +69,11 @@ bench-smoke: install
 clean:
 	rm -rf lakehouse .airflow spark-warehouse build
 
+# docker-compose.yaml's secrets, random, into ./.env (gitignored); a secret already there is kept.
+.PHONY: compose-env
+compose-env:
+	scripts/compose-env.sh
+
 # System tools some tests need (Debian's chromium for the browser test, docker-compose to
 # validate docker-compose.yaml), installed when missing.
 .PHONY: test-tools

@@ -17,13 +17,16 @@ It serves what the batches already wrote, and reads Delta logs with delta-rs: it
 Spark nor Great Expectations.
 Airflow does not authenticate a plugin's FastAPI app, so every route asks for the Airflow login
 itself (the UI's session cookie, or a bearer token) and, under a pipeline, for read access to
-that pipeline's DAG.
+that pipeline's DAG. Every answer carries a Content-Security-Policy: lakejoin's pages may load
+their inline styles and the plots beside them and run no script; GE's Data Docs may run their
+own inline scripts and load only the site's files.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Awaitable, Callable
 from pathlib import Path, PurePosixPath
 from typing import Annotated
 from urllib.parse import quote
@@ -35,13 +38,23 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from lakejoin.errors import BatchStateError, CommandError, LakejoinError, SpecError
-from lakejoin.quality.report_pages import document, link, table
+from lakejoin.quality.data_docs import DOCS_FOLDER
+from lakejoin.quality.report_pages import POLICY, document, link, table
 from lakejoin.spec.model import PipelineSpec, find_specs
 from lakejoin.spec.parse import load_spec
 
 URL_PREFIX = "/lakejoin"
 DAG_PREFIX = "lakejoin_"
 SERVED = {".html", ".svg", ".json", ".css", ".js", ".png", ".jpg", ".gif", ".ico", ".woff", ".woff2", ".ttf"}
+# The pages' own policy; only Airflow's UI may frame them (its "Data quality" entry does).
+PAGES_POLICY = f"{POLICY}; frame-ancestors 'self'"
+# GE's templates run inline scripts and Vega compiles its expressions with `new Function`; the
+# scripts, styles and fonts come with the site (static/vendor), and Bootstrap's icons are data:.
+DATA_DOCS_POLICY = (
+    "default-src 'self'; script-src 'self' 'unsafe-inline' 'unsafe-eval'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; font-src 'self' data:; object-src 'none'; base-uri 'self'; form-action 'self'; "
+    "frame-ancestors 'self'"
+)
 
 
 def pipelines_dir() -> Path:
@@ -80,6 +93,16 @@ def reader(request: Request, user: GetUserDep) -> None:
 
 
 app = FastAPI(title="lakejoin data-quality reports", dependencies=[Depends(reader)])
+
+
+@app.middleware("http")
+async def content_security_policy(
+    request: Request, call_next: Callable[[Request], Awaitable[Response]]
+) -> Response:
+    """Every answer, a refusal too, gets the pages' policy unless its route set another."""
+    response = await call_next(request)
+    response.headers.setdefault("Content-Security-Policy", PAGES_POLICY)
+    return response
 
 
 @app.get("/reports/", response_class=HTMLResponse)
@@ -182,7 +205,10 @@ def report_file(pipeline: str, path: str) -> Response:
         target = target / "index.html"
     if not target.is_file() or target.suffix not in SERVED:
         raise HTTPException(status_code=404, detail="no such report")
-    return FileResponse(target, headers={"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"})
+    headers = {"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
+    if target.relative_to(root).parts[0] == DOCS_FOLDER:
+        headers["Content-Security-Policy"] = DATA_DOCS_POLICY
+    return FileResponse(target, headers=headers)
 
 
 def resolve(root: Path, path: str) -> Path:

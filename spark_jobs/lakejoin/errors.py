@@ -85,6 +85,11 @@ class DefinitionChangedError(LakejoinError):
     (`on_definition_change: fail`)."""
 
 
+class InputReplacedError(LakejoinError):
+    """An input is not the table the view's last batch read, or the view's output was changed
+    behind lakejoin's back, and the view's policy is to stop (`on_input_replaced: fail`)."""
+
+
 class AuditDifferenceError(LakejoinError):
     """The audit found output rows that differ from what the inputs at the pins give."""
 

@@ -402,6 +402,39 @@ def test_a_vacuumed_change_range_asks_for_a_full_refresh(lake):
     assert lake.run(spec).outcome.value == "skipped"
 
 
+@pytest.mark.delta
+def test_a_renamed_column_the_view_does_not_read_asks_for_a_full_refresh(lake):
+    """A merchants column the view does not read, renamed (column mapping) after a change: the
+    view's definition is the same, so the next batch reads the change feed, which Delta does not
+    read across the rename (a rename at the range's first version it does). ChangesUnreadableError
+    names the source, the versions and the full refresh, which then recovers (issue 51)."""
+    lake.create("merchants", MERCHANTS, [ACME])
+    lake.create("products", PRODUCTS, [PEN, CUP])
+    path = lake.path("merchants")
+    lake.spark.sql(
+        f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name', "
+        "'delta.minReaderVersion' = '2', 'delta.minWriterVersion' = '5')"
+    )
+    spec = lake.spec("left", right_columns="[display_name]")
+    first = lake.run(spec, checks=False)
+    lake.upsert("merchants", "merchant_id", [("m1", "Acme Ltd", "a2.png")])
+    lake.spark.sql(f"ALTER TABLE delta.`{path}` RENAME COLUMN photo_url TO picture_url")
+
+    with pytest.raises(ChangesUnreadableError) as exc:
+        lake.run(spec, checks=False)
+    start = first.pinned_versions["merchants"] + 1
+    assert_says(
+        message_of(exc),
+        f"view '{VIEW}', source 'merchants' ({path})",
+        f"a column of {path} was renamed, dropped or changed its type between versions {start} and {start + 1}",
+        "--full-refresh",
+    )
+
+    assert lake.run(spec, full_refresh=True, checks=False).outcome.value == "committed"
+    assert lake.output(spec) == lake.expected(spec)
+    assert lake.output(spec)[0]["display_name"] == "Acme Ltd"
+
+
 DUPLICATES = {
     "products": ("product_id", ("p1", "pen copy", 9.0, "m1"), "'p1'"),
     "merchants": ("merchant_id", ("m1", "Acme copy", "c.png"), "'m1'"),

@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
+from lakejoin.delta.kept_tables import state_path
 from lakejoin.delta.log import BatchLog
 from lakejoin.delta.markers import app_id, output_batches
 from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus
 from lakejoin.delta.sources import history_may_hold_changes
 from lakejoin.engine.batch import BatchOutcome, batch_log
 from lakejoin.engine.pending import pending_work
-from lakejoin.engine.write import state_path
 from lakejoin.errors import BatchStateError, QualityCheckError
 from lakejoin.sink import key_upsert
 from lakejoin.sink.choice import driver_merge
@@ -300,6 +300,29 @@ def test_four_runs_of_one_pipeline_started_together_commit_each_batch_once(lake)
     assert len(set(keys_of(lake.output(spec)))) == len(lake.output(spec))
     assert_log_agrees_with_output(spec)
     assert lake.run(spec, checks=False).outcome is BatchOutcome.SKIPPED
+
+
+def test_a_write_failure_that_is_no_conflict_says_its_own_cause(lake):
+    """The output's data files deleted behind lakejoin's back: the batch's Spark MERGE cannot read
+    them. The error is Spark's, naming the missing file, not 'another commit landed ... run the
+    view again', which every JVM stack trace (java.util.concurrent) made it (issue 51)."""
+    from lakejoin.errors import ConcurrentBatchError
+    from lakejoin.sink import driver_merge
+
+    spec = seeded(lake)
+    lake.run(spec, checks=False)
+    for data in Path(spec.views[VIEW].path).glob("*.parquet"):
+        data.unlink()
+    lake.upsert("products", "product_id", [("p1", "pen", 1.5, "m1")])
+    lake.spark.conf.set(driver_merge.ENABLED, "false")
+    try:
+        with pytest.raises(Exception) as raised:  # noqa: PT011 - Spark's own, whatever its class
+            lake.run(spec, checks=False)
+    finally:
+        lake.spark.conf.unset(driver_merge.ENABLED)
+
+    assert not isinstance(raised.value, ConcurrentBatchError), raised.value
+    assert "FILE_NOT_EXIST" in str(raised.value), str(raised.value)[:2000]
 
 
 # --- the batch log is an index ------------------------------------------------------------------

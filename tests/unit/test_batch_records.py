@@ -94,10 +94,75 @@ def test_an_unreadable_change_range_asks_for_a_full_refresh(text):
     assert "--full-refresh" in str(error) and "view 'v', source 's'" in str(error)
 
 
+@pytest.mark.parametrize(
+    "text",
+    [  # Delta 4.4's words: one rename or drop (column mapping) in the range, or two of them
+        "[DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_DATA_SCHEMA] Retrieving table changes between version 3 "
+        "and 7 failed because of an incompatible data schema.",
+        "[DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_SCHEMA_CHANGE] Retrieving table changes between version 3 "
+        "and 7 failed because of an incompatible schema change.",
+    ],
+    ids=["data_schema", "schema_change"],
+)
+def test_an_incompatible_schema_change_in_the_range_asks_for_a_full_refresh(text):
+    """A column renamed or dropped, or its type changed, even one the view does not read: Delta
+    reads no change feed across it."""
+    error = translate_read_error(
+        RuntimeError(text), role="view 'v', source 's'", path="/lake/s", first=3, last=7
+    )
+
+    assert isinstance(error, ChangesUnreadableError)
+    assert "a column of /lake/s was renamed, dropped or changed its type between versions 3 and 7" in str(error)
+    assert "--full-refresh" in str(error) and "view 'v', source 's'" in str(error)
+
+
 def test_any_other_error_is_left_as_it_is():
     cause = RuntimeError("executor lost")
 
     assert translate_read_error(cause, role="r", path="/p", first=1, last=2) is cause
+
+
+def test_a_batch_log_row_lakejoin_cannot_read_is_named_with_the_fix(tmp_path, capsys):
+    """A row another writer put in the batch log (a status lakejoin does not know) stops what
+    reads the log, `lakejoin status` and a run's plan alike, with the row and the fix, not a
+    traceback (issue 51)."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    from lakejoin.cli.main import main
+    from lakejoin.delta.log import BatchLog
+    from lakejoin.engine.plan import view_batches
+    from lakejoin.errors import BatchStateError
+    from lakejoin.spec.parse import load_spec
+    from tests.unit.shop import SHOP
+
+    file = tmp_path / "shop.yaml"
+    file.write_text(SHOP.replace("./store", str(tmp_path / "store")), encoding="utf-8")
+    spec = load_spec(file)
+    log = BatchLog.of(spec)
+    log.append(BatchRecord("logos", 1, C, BatchMode.FULL_REFRESH, {}, {"products": 0}))
+    row = {"pipeline": "shop", "view": "logos", "batch_id": 2, "status": "bogus", "mode": "incremental"}
+    schema = pa.schema(DeltaTable(log.path).schema().to_arrow())
+    write_deltalake(log.path, pa.Table.from_pylist([row], schema=schema), mode="append")
+
+    with pytest.raises(BatchStateError) as raised:
+        log.history("logos")
+    said = " ".join(str(raised.value).split())
+    for phrase in (
+        f"batch log {log.path}",
+        "view 'logos', batch 2",
+        "status 'bogus'",
+        "lakejoin writes one of: committed, abandoned, unchanged",
+        f"DELETE FROM delta.`{log.path}` WHERE view = 'logos' AND batch_id = 2 AND status = 'bogus')",
+        "rebuilds",
+    ):
+        assert phrase in said, f"{phrase!r} not in {said!r}"
+    with pytest.raises(BatchStateError, match="status 'bogus'"):
+        view_batches(spec, spec.views["logos"], log)  # a run's first step
+    capsys.readouterr()
+    assert main(["status", str(file)]) == 2
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "BatchStateError" in printed and "status 'bogus'" in printed and "Traceback" not in printed
 
 
 SPEC = """\

@@ -263,7 +263,10 @@ def test_a_misspelt_view_setting_is_named_with_the_settings_a_view_takes():
         )
 
     text = str(raised.value)
-    assert "unknown setting 'on_definiton_change'" in text and "on_definition_change, path" in text
+    assert (
+        "unknown setting 'on_definiton_change'" in text
+        and "on_definition_change, on_input_replaced, path" in text
+    )
 
 
 def test_an_unknown_on_definition_change_is_refused_with_its_choices():

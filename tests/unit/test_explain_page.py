@@ -135,7 +135,7 @@ def test_every_value_is_escaped():
     words = text_of(page)
     assert f"change feed unreadable: {HOSTILE}" in words
     assert "inserted by: batch a commit lakejoin did not mark" in words
-    assert "http" not in page  # self-contained: no CDN, no external asset
+    assert "://" not in page  # self-contained: no CDN, no external asset
 
 
 def test_a_key_not_in_the_view_says_why():

@@ -36,11 +36,11 @@ def decide(
     columns = columns or {}
     asked: list[str] = []
 
-    def latest_pin(spec, view, source, log):  # noqa: ANN001, ANN202, ARG001
+    def latest_pin(spec, view, source, log, table=None):  # noqa: ANN001, ANN202, ARG001
         asked.append(source.name)
         return now[source.name]
 
-    def may_hold_changes(path: str, after: int, upto: int) -> bool:
+    def may_hold_changes(path: str, after: int, upto: int, table=None) -> bool:  # noqa: ANN001, ARG001
         assert after < upto
         return path.rsplit("/", 1)[1] in data
 

@@ -102,7 +102,11 @@ def test_operation_metrics_read_spark_and_delta_rs_alike(metrics, read):
     [
         (7, "7"),
         (-3, "-3"),
-        (decimal.Decimal("1.50"), "1.50"),
+        # Typed: DataFusion reads a bare 1.50 as a Float64, and a decimal(38, x) key of more
+        # than ~15 digits as another number (issue 51).
+        (decimal.Decimal("1.50"), "CAST('1.50' AS DECIMAL(3, 2))"),
+        (decimal.Decimal("-12345678901234567.89"), "CAST('-12345678901234567.89' AS DECIMAL(19, 2))"),
+        (decimal.Decimal("0E-10"), "CAST('0.0000000000' AS DECIMAL(10, 10))"),
         (datetime.date(2026, 1, 3), "DATE '2026-01-03'"),
         ("k1", "'k1'"),
         ("O'Brien", "'O''Brien'"),  # a quote doubled: a literal, not SQL
@@ -277,3 +281,136 @@ def test_a_flagged_keys_write_refused_every_time_stops_the_batch_naming_the_tabl
     assert "another commit landed on this table while batch 3 was writing it" in raised.value.what
     assert "flagged keys" in raised.value.where and Refused.path in raised.value.where
     assert "concurrent transaction deleted data" in raised.value.what
+
+
+def test_a_decimal_key_of_17_digits_is_updated_and_deleted_by_the_driver_merge(tmp_path):
+    """The MERGE condition lists the keys as typed literals: a bare 12345678901234567.89 is a
+    Float64 to DataFusion, which matched no row, so the update inserted a second row of the key
+    and the delete deleted nothing (issue 51)."""
+    from deltalake import DeltaTable, write_deltalake
+
+    d = decimal.Decimal
+    money = pa.decimal128(38, 2)
+    path = str(tmp_path / "out")
+    keys = [d("12345678901234567.89"), d("12345678901234567.88"), d("1.00")]
+    write_deltalake(path, pa.table({"k": pa.array(keys, money), "v": ["a", "b", "c"]}))
+    batch = pa.table(
+        {"k": pa.array(keys[:2], money), "v": ["a2", "b"], driver_merge.KEEP: [True, False]}
+    )
+
+    counts = driver_merge.merge_rows(path, batch, ["k", "v"], ["k"], txn=None)
+
+    assert counts == (0, 1, 1, True)
+    rows = DeltaTable(path).to_pyarrow_table().to_pylist()
+    assert sorted((r["k"], r["v"]) for r in rows) == [(keys[2], "c"), (keys[0], "a2")]
+
+
+def test_the_driver_merge_writes_no_decimal_column_delta_rs_cannot_keep_statistics_of():
+    """delta-rs writes a decimal's min and max as a double: 99999999999.0000000001 is kept as
+    99999999999.0, and Spark then skips the file for `= 99999999999.0000000001` (an outright
+    wrong answer for the output's readers, and a key a later MERGE does not find). A double
+    holds every decimal of up to 15 digits exactly."""
+    fine = pa.schema([("k", pa.decimal128(15, 2)), ("n", pa.int64()), ("s", pa.string())])
+    nested = pa.schema([("s", pa.struct([("x", pa.decimal128(16, 2))]))])
+
+    assert driver_merge.exact_statistics(fine) is True
+    assert driver_merge.exact_statistics(pa.schema([("k", pa.decimal128(38, 2))])) is False
+    assert driver_merge.exact_statistics(nested) is False
+
+
+def test_the_driver_merge_refused_for_another_reason_than_a_conflict_says_that_reason(tmp_path):
+    """delta-rs's CommitFailedError holds every refused commit: an append-only table's refusal
+    of a delete is no 'another commit landed' (issue 51)."""
+    from deltalake import write_deltalake
+    from deltalake.exceptions import CommitFailedError
+
+    path = str(tmp_path / "out")
+    write_deltalake(path, pa.table({"k": [1, 2], "v": ["a", "b"]}), configuration={"delta.appendOnly": "true"})
+    batch = pa.table({"k": [1], "v": ["a"], driver_merge.KEEP: [False]})
+
+    with pytest.raises(CommitFailedError, match="append-only") as raised:
+        driver_merge.merge_rows(path, batch, ["k", "v"], ["k"], txn=None)
+    assert not isinstance(raised.value, ConcurrentBatchError)
+
+
+class _JavaClass:
+    def __init__(self, name: str, parent: _JavaClass | None = None) -> None:
+        self.name, self.parent = name, parent
+
+    def getName(self) -> str:  # noqa: N802 - py4j's names
+        return self.name
+
+    def getSimpleName(self) -> str:  # noqa: N802
+        return self.name.rsplit(".", 1)[1]
+
+    def getSuperclass(self) -> _JavaClass | None:  # noqa: N802
+        return self.parent
+
+
+def _java_error(text: str, *classes: str, message: str = "") -> Exception:
+    """Py4JJavaError's shape: its text (the whole Java stack trace), and `java_exception` (of
+    `message`), whose class has `classes` for superclasses, most derived first."""
+    cls = None
+    for name in reversed(classes):
+        cls = _JavaClass(name, cls)
+    error = RuntimeError(text)
+    error.java_exception = SimpleNamespace(  # type: ignore[attr-defined]
+        getClass=lambda: cls, getCause=lambda: None, getMessage=lambda: message
+    )
+    return error
+
+
+TRACE = (
+    "An error occurred while calling o87.execute.\n: org.apache.spark.SparkException: "
+    "[FAILED_READ_FILE.FILE_NOT_EXIST] Encountered error while reading file file:/out/part-0.parquet. "
+    "File does not exist.\n\tat org.apache.spark.executor.Executor$TaskRunner.run(Executor.scala:619)\n"
+    "\tat java.base/java.util.concurrent.ThreadPoolExecutor.runWorker(ThreadPoolExecutor.java:1136)\n"
+)
+
+
+def test_a_conflict_is_told_by_its_class_never_by_the_word_concurrent(tmp_path):
+    """engine/write.py says 'another commit landed ... run the view again' only for Delta's and
+    delta-rs's conflicts: nearly every JVM stack trace names java.util.concurrent, whatever
+    failed (issue 51). delta-rs's errors are real ones; Delta's are their shapes in PySpark."""
+    from deltalake import DeltaTable, write_deltalake
+
+    from lakejoin.engine.write import _concurrent
+    from lakejoin.sink.key_upsert_jvm import ConcurrentCommitError
+
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"k": [1, 2]}))
+    stale = DeltaTable(path)
+    write_deltalake(path, pa.table({"k": [3]}), mode="overwrite")
+    try:
+        stale.delete("k = 1")  # its file was removed meanwhile: delta-rs's ConcurrentDeleteRead
+    except Exception as exc:  # noqa: BLE001 - the table below says what it is
+        delta_rs_conflict: Exception = exc
+    append_only = str(tmp_path / "append_only")
+    write_deltalake(append_only, pa.table({"k": [1]}), configuration={"delta.appendOnly": "true"})
+    try:
+        DeltaTable(append_only).delete("k = 1")
+    except Exception as exc:  # noqa: BLE001
+        refused: Exception = exc
+    twin = type("ConcurrentAppendException", (Exception,), {"__module__": "delta.exceptions.captured"})
+    connect = type("UnknownException", (Exception,), {"getCondition": lambda self: "DELTA_METADATA_CHANGED"})
+    java_conflict = (
+        "io.delta.exceptions.ConcurrentAppendException",
+        "org.apache.spark.sql.delta.ConcurrentAppendException",
+        "io.delta.exceptions.DeltaConcurrentModificationException",
+        "org.apache.spark.sql.delta.DeltaConcurrentModificationException",
+        "java.util.ConcurrentModificationException",
+    )
+    table = [
+        (delta_rs_conflict, True),
+        (refused, False),  # a CommitFailedError too
+        (twin("[DELTA_CONCURRENT_APPEND.WITHOUT_HINT] Transaction conflict detected."), True),
+        (connect("[DELTA_METADATA_CHANGED] The metadata of the Delta table has been changed"), True),
+        (_java_error("An error occurred while calling o9.commit", *java_conflict, message="[DELTA_CONC"), True),
+        (ConcurrentCommitError("Delta refused the upsert (ConcurrentAppendException)"), True),
+        (_java_error(TRACE, "org.apache.spark.SparkException", "java.lang.Exception"), False),
+        (OSError(28, "No space left on device: java.util.concurrent.ExecutionException"), False),
+    ]
+
+    found = [isinstance(_concurrent(exc, 3, where="view 'v' output"), ConcurrentBatchError) for exc, _ in table]
+
+    assert found == [conflict for _, conflict in table]

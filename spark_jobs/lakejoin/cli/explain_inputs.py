@@ -19,7 +19,7 @@ from lakejoin.cli.explain_rules import (
     why_not_joined,
 )
 from lakejoin.delta import lookups
-from lakejoin.engine.write import state_path
+from lakejoin.delta.kept_tables import state_path
 from lakejoin.errors import BatchStateError, SourceError
 from lakejoin.spec.model import Duplicates, EnrichMode, JoinHow, Key, PipelineSpec, Source, View, ViewKind
 from lakejoin.views.context import STATE

@@ -371,8 +371,10 @@ def _status(console: Console, spec: PipelineSpec) -> int:
             "pins": _versions(record.pinned_versions),
             "behind": ", ".join(lags) + " (versions)",
         }
-        if "definition" in record.notes and record.status.value == "committed":  # why it ran in full
-            lines["full run"] = record.notes["definition"]
+        for why in ("replaced", "definition"):  # why it ran in full
+            if why in record.notes and record.status.value == "committed":
+                lines["full run"] = record.notes[why]
+                break
         lines["audit"] = coverage(history, view.audit).text() if view.audit.enabled else "off"
         health = Health.from_metrics(done.metrics) if done else None
         if health is not None:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
+from lakejoin.delta.sql_text import spark_column, spark_columns
 from lakejoin.errors import ChangesUnreadableError
 from lakejoin.spec.model import Columns
 
@@ -67,8 +68,10 @@ def net_changes(change_feed: DataFrame, key: Columns) -> DataFrame:
     data_columns = [c for c in change_feed.columns if c not in CDF_COLUMNS]
     kind = F.col("_change_type")
     side = F.when(kind.isin("insert", "update_postimage"), 1).otherwise(0)
-    rows = change_feed.select(*data_columns, kind.alias("_change_type"), F.col(VERSION), side.alias(_SIDE))
-    in_order = Window.partitionBy(*key).orderBy(F.col(VERSION), F.col(_SIDE))
+    rows = change_feed.select(
+        *spark_columns(data_columns), kind.alias("_change_type"), F.col(VERSION), side.alias(_SIDE)
+    )
+    in_order = Window.partitionBy(*spark_columns(key)).orderBy(F.col(VERSION), F.col(_SIDE))
 
     def next_to(offset: int, want_side: int) -> Column:
         """The row `offset` away in commit order is of this commit and on `want_side`."""
@@ -76,10 +79,10 @@ def net_changes(change_feed: DataFrame, key: Columns) -> DataFrame:
         same = (near(VERSION).over(in_order) == F.col(VERSION)) & (near(_SIDE).over(in_order) == want_side)
         return F.coalesce(same, F.lit(False))
 
-    before = [F.lag(F.col(c)).over(in_order) for c in data_columns]
+    before = [F.lag(spark_column(c)).over(in_order) for c in data_columns]
     unchanged = F.lit(True)
     for c, was in zip(data_columns, before, strict=True):
-        unchanged = unchanged & _comparable(rows, c, was).eqNullSafe(_comparable(rows, c, F.col(c)))
+        unchanged = unchanged & _comparable(rows, c, was).eqNullSafe(_comparable(rows, c, spark_column(c)))
     changed = (
         F.when(F.col(_SIDE) == 1, ~(next_to(-1, 0) & unchanged))
         # A delete, or a pre-image: the commit's new row of the key decides, and without one
@@ -87,12 +90,12 @@ def net_changes(change_feed: DataFrame, key: Columns) -> DataFrame:
         # another key's).
         .otherwise(~next_to(1, 1))
     )
-    latest_first = Window.partitionBy(*key).orderBy(F.col(VERSION).desc(), F.col(_SIDE).desc())
+    latest_first = Window.partitionBy(*spark_columns(key)).orderBy(F.col(VERSION).desc(), F.col(_SIDE).desc())
     # The first row in commit order is the row the range's first write of the key found (its
     # pre-image or delete, which sort before the commit's new rows), unless that write inserted
     # the key: then it had no row before.
     first_side = F.first(F.col(_SIDE)).over(in_order)
-    found = F.when(first_side == 0, F.first(F.struct(*[F.col(c) for c in data_columns])).over(in_order))
+    found = F.when(first_side == 0, F.first(F.struct(*spark_columns(data_columns))).over(in_order))
     return (
         rows.withColumn(BEFORE, found)
         .withColumn(_CHANGED, changed)
@@ -100,7 +103,7 @@ def net_changes(change_feed: DataFrame, key: Columns) -> DataFrame:
         .withColumn("_lj_rank", F.row_number().over(latest_first))
         .where(F.col("_lj_rank") == 1)
         .select(
-            *data_columns,
+            *spark_columns(data_columns),
             F.when(F.col(_SIDE) == 0, F.lit(ChangeKind.DELETE.value))
             .otherwise(F.lit(ChangeKind.UPSERT.value))
             .alias(CHANGE),
@@ -137,7 +140,7 @@ def upserts(net: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     data_columns = [c for c in net.columns if c not in (CHANGE, VERSION, BEFORE)]
-    return net.where(F.col(CHANGE) == ChangeKind.UPSERT.value).select(*data_columns)
+    return net.where(F.col(CHANGE) == ChangeKind.UPSERT.value).select(*spark_columns(data_columns))
 
 
 def before_rows(net: DataFrame) -> DataFrame:
@@ -153,16 +156,34 @@ def no_changes(table: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     return table.limit(0).select(
-        *table.columns,
+        *spark_columns(table.columns),
         F.lit(None).cast("string").alias(CHANGE),
         F.lit(None).cast("bigint").alias(VERSION),
-        F.when(F.lit(False), F.struct(*[F.col(c) for c in table.columns])).alias(BEFORE),
+        F.when(F.lit(False), F.struct(*spark_columns(table.columns))).alias(BEFORE),
     )
+
+
+_SCHEMA_CHANGES = (
+    "DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_SCHEMA_CHANGE",  # two changes in the range, or CM turned on in it
+    "DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_DATA_SCHEMA",  # one rename, drop or type change
+)
 
 
 def translate_read_error(exc: Exception, *, role: str, path: str, first: int, last: int) -> Exception:
     """Turn Delta's errors about unreadable CDF ranges into an error that says what to do."""
     text = str(exc)
+    # Delta reads no change feed across a column renamed or dropped (column mapping) or of a
+    # changed type, in the range or between its start and end schema: a column the view does
+    # not read too, so the view's definition did not change and no full refresh was planned.
+    if any(marker in text for marker in _SCHEMA_CHANGES):
+        return ChangesUnreadableError(
+            f"a column of {path} was renamed, dropped or changed its type between versions {first} and "
+            f"{last}, and Delta reads no Change Data Feed across such a change (even of a column this "
+            "view does not read)",
+            where=role,
+            fix="rebuild this view from the current snapshot with `lakejoin run SPEC --view VIEW "
+            "--full-refresh`; its next batches read the changes after the schema change",
+        )
     markers = (
         "DELTA_CHANGE_DATA_FILE_NOT_FOUND",
         "FileNotFoundException",

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from lakejoin.delta.sql_text import spark_column, spark_columns
 from lakejoin.spec.model import Columns
 
 if TYPE_CHECKING:
@@ -80,7 +81,7 @@ class KeyRange:
         return [
             m
             for i, c in enumerate(columns)
-            for m in (F.min(c).alias(f"_lj_lo{i}"), F.max(c).alias(f"_lj_hi{i}"))
+            for m in (F.min(spark_column(c)).alias(f"_lj_lo{i}"), F.max(spark_column(c)).alias(f"_lj_hi{i}"))
         ]
 
     def renamed(self, columns: Columns) -> KeyRange:
@@ -91,11 +92,11 @@ class KeyRange:
         """A predicate true on every row whose key is in the range: each bounded column between
         its least and greatest value (always true with no bounds: callers have nothing to look
         up then, and a predicate on no values would drop nulls). `column` makes a key column's
-        reference from its name (default `F.col`; `lambda c: F.col(f"t.{c}")` for a MERGE's
-        target)."""
+        reference from its name (default `spark_column`; `lambda c: spark_column(c, "t")` for a
+        MERGE's target)."""
         from pyspark.sql import functions as F
 
-        refer = column or F.col
+        refer = column or spark_column
         predicate = F.lit(True)
         for name, bound in zip(self.columns, self.bounds, strict=False):
             if bound is not None:
@@ -106,8 +107,8 @@ class KeyRange:
 def write_laid_out(rows: DataFrame, path: str, key: Columns) -> None:
     """Append `rows` to the Delta table at `path`, files holding disjoint ranges of `key`."""
     (
-        rows.repartitionByRange(*key)
-        .sortWithinPartitions(*key)
+        rows.repartitionByRange(*spark_columns(key))
+        .sortWithinPartitions(*spark_columns(key))
         .write.format("delta")
         .mode("append")
         .option("maxRecordsPerFile", ROWS_PER_FILE)

@@ -18,7 +18,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lakejoin.delta.identity import identities_from, identities_json
 from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus, last_of
+from lakejoin.delta.sql_text import literal
+from lakejoin.errors import BatchStateError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -49,6 +52,7 @@ def _schema() -> pa.Schema:
             ("metrics", versions),
             ("notes", pa.string()),
             ("definition", pa.string()),  # its fingerprint; added in session 37 (older rows: null)
+            ("identities", pa.string()),  # JSON, delta/identity.py; added in session 55 (older: null)
         ]
     )
 
@@ -81,14 +85,23 @@ class BatchLog:
         if views is not None:
             filters.append(("view", "in", list(views)))
         rows = DeltaTable(self.path).to_pyarrow_table(filters=filters).to_pylist()
+        records = [self._read(row) for row in rows]
         by_view: dict[str, dict[int, BatchRecord]] = {}
-        for row in sorted(rows, key=lambda r: (r["batch_id"], r["recorded_at"])):
-            record = _record(row)
+        for record in sorted(records, key=lambda r: (r.batch_id, r.recorded_at or datetime.min)):
             batches = by_view.setdefault(record.view, {})
             if record.batch_id not in batches or record.status is BatchStatus.COMMITTED:
                 batches[record.batch_id] = record
         found.update({view: [b[i] for i in sorted(b)] for view, b in by_view.items()})
         return found
+
+    def _read(self, row: dict[str, Any]) -> BatchRecord:
+        """A row as its record; a row lakejoin did not write so (another tool's, or a status a
+        newer lakejoin knows) stops the reader, named, rather than be read around: the plan, the
+        skip check and the repair history would rest on a log lakejoin knows it cannot read."""
+        try:
+            return _record(row)
+        except (KeyError, TypeError, ValueError) as exc:  # an unknown status or mode, a null, bad JSON
+            raise _unreadable(row, self.path, exc) from exc
 
     def history(self, view: str) -> list[BatchRecord]:
         return self.histories([view])[view]
@@ -124,6 +137,7 @@ class BatchLog:
                 "metrics": list(r.metrics.items()),
                 "notes": json.dumps(r.notes, sort_keys=True),
                 "definition": r.definition,
+                "identities": json.dumps(identities_json(r.identities)) if r.identities else None,
             }
             for r in records
         ]
@@ -150,6 +164,27 @@ class BatchLog:
             log.warning("lakejoin: could not compact the batch log at %s", self.path, exc_info=True)
 
 
+def _unreadable(row: dict[str, Any], path: str, exc: Exception) -> BatchStateError:
+    """The error for a batch-log row lakejoin cannot read: the row, and how to be rid of it."""
+    view, batch = row.get("view"), row.get("batch_id")
+    where = [f"view = {literal(view)}", f"batch_id = {batch}" if batch is not None else "batch_id IS NULL"]
+    what = f"{type(exc).__name__}: {exc}"
+    for column, kind in (("status", BatchStatus), ("mode", BatchMode)):
+        known = [k.value for k in kind]
+        if row.get(column) not in known:
+            what = f"{column} {row.get(column)!r}, where lakejoin writes one of: {', '.join(known)}"
+            value = row.get(column)
+            where.append(f"{column} = {literal(value)}" if value is not None else f"{column} IS NULL")
+            break
+    return BatchStateError(
+        f"a row lakejoin did not write cannot be read: view '{view}', batch {batch}: {what}",
+        where=f"batch log {path}",
+        fix=f"delete that row (DELETE FROM delta.`{path}` WHERE {' AND '.join(where)}), or the whole "
+        "batch log: lakejoin rebuilds each view's last batch from its output's commits (the older "
+        "rows, the history `lakejoin status` and the reports show, are lost)",
+    )
+
+
 def _record(row: dict[str, Any]) -> BatchRecord:
     # Arrow gives a MAP column as a list of (key, value) pairs.
     maps = {c: {k: int(v) for k, v in (row[c] or [])} for c in _MAP}
@@ -166,4 +201,5 @@ def _record(row: dict[str, Any]) -> BatchRecord:
         notes=json.loads(row["notes"] or "{}"),
         output_version=int(row["output_version"]),
         definition=row.get("definition"),
+        identities=identities_from(json.loads(row.get("identities") or "null")),
     )

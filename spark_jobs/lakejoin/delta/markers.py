@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lakejoin.delta.identity import TableIdentity, identities_from, identities_json
 from lakejoin.delta.records import BatchMode
 
 if TYPE_CHECKING:
@@ -61,6 +62,8 @@ class BatchMarker:
     # A repair's last version of each range it re-derived (start, end]; its pins stay the
     # committed batch's, so they do not say where the range ended.
     repair_ends: dict[str, int] = field(default_factory=dict)
+    # Which table each pin is of: its table id and pinned commit (delta/identity.py).
+    identities: dict[str, TableIdentity] = field(default_factory=dict)
 
     @property
     def txn_version(self) -> int:
@@ -78,6 +81,7 @@ class BatchMarker:
                 "run": self.run,
                 **({"definition": self.definition} if self.definition is not None else {}),
                 **({"ends": self.repair_ends} if self.repair_ends else {}),
+                **({"ids": identities_json(self.identities)} if self.identities else {}),
             },
             sort_keys=True,
         )
@@ -100,6 +104,7 @@ class BatchMarker:
             run=str(meta.get("run", "")),
             definition=meta.get("definition") if isinstance(meta.get("definition"), dict) else None,
             repair_ends={k: int(v) for k, v in (meta.get("ends") or {}).items()},
+            identities=identities_from(meta.get("ids")),
         )
 
 

@@ -6,6 +6,8 @@ import enum
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from lakejoin.delta.identity import TableIdentity
+
 
 class BatchStatus(enum.Enum):
     COMMITTED = "committed"  # its output commit landed: the batch happened
@@ -41,6 +43,8 @@ class BatchRecord:
     # The fingerprint of the view's definition the batch ran under (spec/definition.fingerprint;
     # the batch commit keeps the definition whole).
     definition: str | None = None
+    # Which table each pin is of (delta/identity.py); empty for batches logged before session 55.
+    identities: dict[str, TableIdentity] = field(default_factory=dict)
 
 
 def last_of(records: list[BatchRecord], status: BatchStatus | None = None) -> BatchRecord | None:

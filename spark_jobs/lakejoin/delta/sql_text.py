@@ -1,8 +1,12 @@
-"""SQL text for delta-rs: its predicates and DataFusion's queries are SQL strings, so names and
-key values are quoted here, in one place (driver lookups, routing, the driver MERGE).
+"""Names and values as SQL text reads them, in one place: delta-rs's predicates and DataFusion's
+queries (double quotes: driver lookups, routing, the driver MERGE), and Spark's column references
+(backticks: `F.col`, a string in `select`, a MERGE's conditions and set clauses). A name Delta
+accepts, `geo.lat` or one holding a quote, is one column in both.
 
 >>> quoted('a"b')
 '"a""b"'
+>>> spark_quoted("geo.lat"), spark_quoted("we`ird")
+('`geo.lat`', '`we``ird`')
 >>> literal("O'Brien"), literal(7)
 ("'O''Brien'", '7')
 >>> print(key_in(("tenant", "id"), [("acme", 1), ("o'neil", 2)]))
@@ -14,17 +18,46 @@ from __future__ import annotations
 import datetime
 import decimal
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
 
 
 def quoted(name: str) -> str:
-    """A SQL identifier, quoted."""
+    """A SQL identifier as delta-rs and DataFusion read it whole: in double quotes, each double
+    quote in it doubled."""
     return '"' + name.replace('"', '""') + '"'
+
+
+def spark_quoted(name: str) -> str:
+    """A column name as Spark reads it whole: in backticks, each backtick in it doubled. Unquoted,
+    Spark reads `geo.lat` as the field `lat` of a struct `geo`, and refuses a lone backtick."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def spark_column(name: str, of: str | None = None) -> Column:
+    """The column `name` (`spark_quoted`), of the frame aliased `of` when given."""
+    from pyspark.sql import functions as F
+
+    return F.col(spark_quoted(name) if of is None else f"{of}.{spark_quoted(name)}")
+
+
+def spark_columns(names: Sequence[str]) -> list[Column]:
+    """`spark_column` of each name, in order: a `select` of these columns."""
+    return [spark_column(c) for c in names]
 
 
 def literal(value: Any) -> str:
     """A SQL literal of an integer, decimal, date or string key value."""
-    if isinstance(value, (int, decimal.Decimal)):
+    if isinstance(value, decimal.Decimal):
+        # Typed: DataFusion reads a bare 12345678901234567.89 as a Float64, which no decimal(38, 2)
+        # row of that value equals (issue 51).
+        _, digits, exponent = value.as_tuple()
+        scale = max(0, -int(exponent))
+        precision = max(len(digits) + max(0, int(exponent)), scale, 1)
+        return f"CAST('{value:f}' AS DECIMAL({precision}, {scale}))"
+    if isinstance(value, int):
         return str(value)
     if isinstance(value, datetime.date):
         return f"DATE '{value.isoformat()}'"

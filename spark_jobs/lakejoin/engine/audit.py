@@ -25,6 +25,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from lakejoin.delta.sql_text import spark_columns
 from lakejoin.errors import AuditDifferenceError
 from lakejoin.quality.audit_plan import EVERY_KEY
 from lakejoin.spec.model import Key
@@ -216,9 +217,9 @@ def audit(
     columns = output.columns
 
     def digest(rows: DataFrame, name: str) -> DataFrame:
-        return rows.where(chosen).select(*key, F.xxhash64(*[F.col(c) for c in columns]).alias(name))
+        return rows.where(chosen).select(*key, F.xxhash64(*spark_columns(columns)).alias(name))
 
-    expected = digest(derived_rows(ctx, kind).select(*columns), _EXPECTED)
+    expected = digest(derived_rows(ctx, kind).select(*spark_columns(columns)), _EXPECTED)
     found = digest(output, _FOUND)
     differ = expected.join(found, on=key, how="full_outer").where(~F.col(_EXPECTED).eqNullSafe(F.col(_FOUND)))
     row = differ.agg(
@@ -248,12 +249,12 @@ def last_batch(
 ) -> tuple[BatchContext, ViewKindLogic] | None:
     """What an audit outside a batch derives from: the view's kind at the pins of its last
     committed batch (None: no batch has committed)."""
+    from lakejoin.delta.kept_tables import state_path
     from lakejoin.delta.log import BatchLog
     from lakejoin.delta.markers import app_id, output_batches
     from lakejoin.delta.records import BatchMode
     from lakejoin.engine.kinds import view_logic
     from lakejoin.engine.plan import BatchPlan, input_columns
-    from lakejoin.engine.write import state_path
     from lakejoin.errors import BatchStateError
     from lakejoin.views.context import BatchContext
 

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lakejoin.delta.identity import Identities
+from lakejoin.delta.kept_tables import health_path, state_path
 from lakejoin.delta.key_ranges import materialised
 from lakejoin.delta.log import BatchLog
 from lakejoin.delta.markers import failpoint
@@ -29,13 +31,12 @@ from lakejoin.engine.health import (
     change_counts,
     count_batch,
     counted_changes,
-    health_path,
     prior,
 )
 from lakejoin.engine.kinds import view_logic
 from lakejoin.engine.lineage import BatchLineage
 from lakejoin.engine.plan import BatchPlan, Skip, input_columns, latest_pin, plan_batch, plan_repair
-from lakejoin.engine.write import state_path, write_flagged, write_output, write_state
+from lakejoin.engine.write import write_flagged, write_output, write_state
 from lakejoin.errors import CommittedElsewhereError, KeyConflictError, QualityCheckError, RepairError
 from lakejoin.quality import checks as quality
 from lakejoin.quality.audit_plan import CUTS, DIFFERENCES, SLICE, SLICES
@@ -95,6 +96,7 @@ class BatchSummary:
     phase_seconds: dict[str, float] = field(default_factory=dict)
     kind_metrics: dict[str, int] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
+    identities: Identities = field(default_factory=dict, repr=False)  # which table each pin is of
 
     def figures(self) -> dict:
         """What an Airflow task keeps of the batch as its XCom (and spark-submit prints as JSON)."""
@@ -303,13 +305,16 @@ def _run_planned(
     clock.enter(Phase.WRITE)
     pins = dict(plan.pinned_versions)
     if plan.mode is not BatchMode.REPAIR:  # a repair re-derives rows at the state's own pins
+        failpoint("before_state_write")
         pins.update(write_state(ctx, kind, rebuilt))
         failpoint("after_state_write")
     if waiting is not None:  # the flagged keys, pinned with the batch like a state table
         version = write_flagged(waiting, spec, view, plan.batch_id)
         if version is not None:
             pins[HEALTH_PIN] = version
-    written = write_output(spark, spec, view, kind, plan, pins, recomputed, rebuilt)
+    identities = {**plan.identities, **written_identities(spec, view, kind, plan, pins)}
+    summary.identities = identities
+    written = write_output(spark, spec, view, kind, plan, pins, recomputed, rebuilt, identities)
     failpoint("after_output_commit")
     counts = written.counts
     summary.pinned_versions = pins
@@ -358,6 +363,24 @@ def _run_planned(
         )
     if audited is not None and audited.differences:
         raise difference_error(spec, view, audited, f"the audit of batch {plan.batch_id}")
+
+
+def written_identities(
+    spec: PipelineSpec, view: View, kind: ViewKindLogic, plan: BatchPlan, pins: dict[str, int]
+) -> Identities:
+    """Which table each pin of a table the batch wrote is of (its state tables, the flagged
+    keys), at the version the batch pins (delta-rs: the log it just wrote)."""
+    from lakejoin.delta.identity import TableLog
+
+    paths = {**kind.state_tables(state_path(spec, view)), HEALTH_PIN: health_path(spec, view)}
+    found: Identities = {}
+    for pin, path in paths.items():
+        if pin not in pins or (pin in plan.identities and plan.pinned_versions.get(pin) == pins[pin]):
+            continue
+        table = TableLog.at(path)
+        if table is not None:
+            found[pin] = table.identity(pins[pin])
+    return found
 
 
 def _health(
@@ -422,6 +445,7 @@ def _record(plan: BatchPlan, summary: BatchSummary, status: BatchStatus) -> Batc
         notes=dict(summary.notes),
         output_version=summary.output_version if summary.output_version is not None else -1,
         definition=fingerprint(plan.definition) if plan.definition is not None else None,
+        identities=dict(summary.identities or plan.identities),
     )
 
 

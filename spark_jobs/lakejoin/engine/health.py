@@ -38,7 +38,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta.records import BatchMode
@@ -50,7 +49,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import Column, DataFrame
 
-    from lakejoin.spec.model import PipelineSpec, View
     from lakejoin.views.base import Rebuilt, ViewKindLogic
     from lakejoin.views.context import BatchContext
 
@@ -66,10 +64,6 @@ LITERALS = 2_000
 # (measured at 1.5 M orders: 15 k keys in well under a second); above, a broadcast semi-join.
 COLLECTED = 500_000
 _CHANGE_BEFORE, _CHANGE_AFTER = "_lj_had_", "_lj_has_"
-
-
-def health_path(spec: PipelineSpec, view: View) -> str:
-    return str(Path(spec.state_path) / "health" / view.name)
 
 
 @dataclass(frozen=True)
@@ -264,14 +258,17 @@ class FlaggedUpdate:
         from deltalake import DeltaTable, write_deltalake
         from deltalake.exceptions import CommitFailedError
 
+        from lakejoin.delta.conflicts import delta_rs_conflict
+
         if not self.changed:
             return self.version if self.version >= 0 else None
         for attempt in range(WRITE_ATTEMPTS):
             table = DeltaTable(self.path) if DeltaTable.is_deltatable(self.path) else None
             try:
                 write_deltalake(table or self.path, self.rows, mode="overwrite", schema_mode="overwrite")
-            except CommitFailedError:
-                if attempt + 1 == WRITE_ATTEMPTS:
+            except CommitFailedError as exc:
+                # Refused for another reason than a conflict (an append-only table): no retry helps.
+                if attempt + 1 == WRITE_ATTEMPTS or not delta_rs_conflict(exc):
                     raise
                 continue
             # The table object moves to its own commit; a path is read again (a first write).

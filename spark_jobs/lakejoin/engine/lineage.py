@@ -379,7 +379,10 @@ class BatchLineage:
                 "lakejoin_output": _facet_classes()["output"](
                     mode=self._mode(summary),
                     # the fan-out decision, or the definition change behind a full refresh
-                    reason=summary.notes.get("strategy") or summary.notes.get("definition") or summary.reason,
+                    reason=summary.notes.get("strategy")
+                    or summary.notes.get("replaced")
+                    or summary.notes.get("definition")
+                    or summary.reason,
                     inserted=summary.inserted,
                     updated=summary.updated,
                     deleted=summary.deleted,

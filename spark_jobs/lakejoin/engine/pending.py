@@ -35,8 +35,9 @@ def pending_work(spec: PipelineSpec, view_name: str) -> Pending:
         return Pending(True, f"the plan needs the engine ({type(exc).__name__}: {exc})".splitlines()[0])
     if isinstance(planned, Skip):
         return Pending(False, planned.reason)
-    if "definition" in planned.notes:
-        return Pending(True, planned.notes["definition"])
+    for why in ("replaced", "definition"):
+        if why in planned.notes:
+            return Pending(True, planned.notes[why])
     if planned.finishing:
         return Pending(True, f"batch {planned.batch_id} is half written: it will be finished")
     if not planned.start_versions:

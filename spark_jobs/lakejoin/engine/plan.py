@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lakejoin.delta.identity import Identities, TableLog, foreign_commits, replaced
+from lakejoin.delta.kept_tables import health_path, state_path
 from lakejoin.delta.log import BatchLog
 from lakejoin.delta.markers import (
     FINAL,
@@ -32,6 +34,7 @@ from lakejoin.errors import (
     BatchStateError,
     ChangeFeedMissingError,
     DefinitionChangedError,
+    InputReplacedError,
     RepairError,
     SourceError,
 )
@@ -44,7 +47,7 @@ from lakejoin.spec.definition import (
     same,
     view_definition,
 )
-from lakejoin.spec.model import OnDefinitionChange, PipelineSpec, Source, View
+from lakejoin.spec.model import OnDefinitionChange, OnInputReplaced, PipelineSpec, Source, View
 from lakejoin.views.health_flags import HEALTH_PIN
 
 if TYPE_CHECKING:
@@ -80,8 +83,16 @@ class BatchPlan:
     audit_round: int | None = None  # the output version its round's key ranges come from
     # The metrics of the last committed batch (join health's totals go on from them).
     last_metrics: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
+    # Which table each pin is of (delta/identity.py): the inputs at their pins, and the state
+    # tables at the versions the batch starts from (the write replaces those it writes).
+    identities: Identities = field(default_factory=dict, compare=False, repr=False)
 
-    def marker(self, part: str, pinned_versions: Mapping[str, int] | None = None) -> BatchMarker:
+    def marker(
+        self,
+        part: str,
+        pinned_versions: Mapping[str, int] | None = None,
+        identities: Identities | None = None,
+    ) -> BatchMarker:
         pins = dict(self.pinned_versions if pinned_versions is None else pinned_versions)
         return BatchMarker(
             self.batch_id,
@@ -91,6 +102,7 @@ class BatchPlan:
             pins,
             definition=self.definition,
             repair_ends=dict(self.repair_ends),
+            identities={k: v for k, v in (identities or self.identities).items() if k in pins},
         )
 
 
@@ -214,6 +226,7 @@ def _record(view: str, version: int, marker: BatchMarker, commit: dict[str, Any]
         notes={"log": "rebuilt from the output's commit"},
         output_version=version,
         definition=fingerprint(marker.definition) if marker.definition is not None else None,
+        identities=dict(marker.identities),
     )
 
 
@@ -231,31 +244,35 @@ def committed_version(spec: PipelineSpec, upstream: str, log: BatchLog, *, reade
     return batches.committed.output_version
 
 
-def latest_pin(spec: PipelineSpec, view: View, source: Source, log: BatchLog) -> int:
-    """The version of `source` a batch of `view` pins now."""
-    from deltalake import DeltaTable
-
+def latest_pin(
+    spec: PipelineSpec, view: View, source: Source, log: BatchLog, table: TableLog | None = None
+) -> int:
+    """The version of `source` a batch of `view` pins now (`table`: its log, already read)."""
     if source.upstream is not None:
         return committed_version(spec, source.upstream, log, reader=view.name)
-    if not DeltaTable.is_deltatable(source.path):
+    table = table or TableLog.at(source.path)
+    if table is None:
         raise SourceError(
             f"no Delta table at {source.path}",
             where=_where(view, source),
             fix="check the path in the spec, or create the table with Delta before running",
         )
-    return int(DeltaTable(source.path).version())
+    return table.version
 
 
-def may_hold_changes(path: str, after: int, upto: int) -> bool:
-    """Can versions (after, upto] of the table hold change rows? (sources.history_may_hold_changes)"""
-    from deltalake import DeltaTable
-
+def may_hold_changes(path: str, after: int, upto: int, table: TableLog | None = None) -> bool:
+    """Can versions (after, upto] of the table at `path` (`table`: its log, already read) hold
+    change rows? Only when every commit in them changes no row (NO_DATA_OPERATIONS) can they
+    not; when the history cannot say, they can."""
     if upto <= after:
         return upto < after
-    table = DeltaTable(path)
+    table = table or TableLog.at(path)
+    if table is None:
+        return True
 
     def newest(limit: int) -> list[tuple[int, str]]:
-        return [(int(c["version"]), str(c["operation"])) for c in table.history(limit)]
+        commits = table.commits_after(max(table.version - limit, -1)) or []
+        return [(int(c["version"]), str(c["operation"])) for c in commits]
 
     return history_may_hold_changes(newest, after, upto)
 
@@ -285,7 +302,9 @@ def plan_batch(
             f"batch {half.batch_id} was half written under another definition "
             f"({'; '.join(differences(half.definition or {}, definition))}): refreshed, not finished"
         )
-    pinned = {s.name: latest_pin(spec, view, s, log) for s in kind.sources}
+    tables = {s.name: TableLog.at(s.path) for s in kind.sources}
+    pinned = {s.name: latest_pin(spec, view, s, log, tables[s.name]) for s in kind.sources}
+    identities = {name: t.identity(pinned[name]) for name, t in tables.items() if t is not None}
     start = dict(committed.pinned_versions) if committed else {}
     # The newest batch's fingerprint: a batch that found no change of content ran under the
     # definition of its day too, and is newer than the committed one.
@@ -293,21 +312,43 @@ def plan_batch(
     recorded = last.definition if last is not None and comparable(last.definition) else None
     if full_refresh or committed is None:
         planned = _planned(
-            spec, view, kind, batches, BatchMode.FULL_REFRESH, start, pinned, recorded, asked=asked
-        )
+            spec, view, kind, batches, BatchMode.FULL_REFRESH, start, pinned, recorded, asked=asked,
+            identities=identities,
+        )  # fmt: skip
         if half_note:
             planned.notes.setdefault("definition", half_note)
         return planned
+    assert last is not None
     since = f"batch {committed.batch_id}"
     if batches.unchanged is not None:  # the versions up to its pins hold no change of content
         start = dict(batches.unchanged.pinned_versions)
         since = f"batch {batches.unchanged.batch_id} (no change of content since batch {committed.batch_id})"
-    pinned.update({pin: start.get(pin, -1) for pin in kind.state_tables("")})
-    if kind.health_measures and HEALTH_PIN in start:  # the waiting rows the last batch left
-        pinned[HEALTH_PIN] = start[HEALTH_PIN]
+    kept = kept_tables(spec, view, kind, start)
+    why = replaced_inputs(view, kind, tables, kept, start, last.identities, committed)
+    if why:
+        text = f"{'; '.join(why)}: every key recomputed at the new versions"
+        if view.on_input_replaced is OnInputReplaced.FAIL:
+            raise InputReplacedError(
+                f"view '{view.name}' cannot read on from {since}: {'; '.join(why)}; reading the change "
+                "feed from the recorded versions would give a partial or wrong change",
+                where=f"{spec.file}:{view.line} (at 'views.{view.name}')" if view.line else spec.file,
+                fix=f"recompute the view at the new versions: lakejoin run {spec.file} --view {view.name} "
+                "--full-refresh (or set 'on_input_replaced: full_refresh' on the view to do so on its own)",
+            )
+        planned = _planned(
+            spec, view, kind, batches, BatchMode.FULL_REFRESH, start, pinned, recorded, asked=True,
+            identities=identities,
+        )  # fmt: skip
+        planned.notes["replaced"] = text
+        return planned
+    pinned.update({pin: start.get(pin, -1) for pin in kept})
+    identities.update(
+        {pin: t.identity(start[pin]) for pin, t in kept.items() if t is not None and pin in start}
+    )
     moved = [s for s in kind.change_sources if start.get(s.name, -1) != pinned[s.name]]
     nothing_new = not any(
-        s.name not in start or may_hold_changes(s.path, start[s.name], pinned[s.name]) for s in moved
+        s.name not in start or may_hold_changes(s.path, start[s.name], pinned[s.name], tables[s.name])
+        for s in moved
     )
     # With nothing new no input's schema moved either: only the spec's part can have changed.
     edited = recorded is not None and not same(recorded, view_definition(spec, view, {}), columns=False)
@@ -318,7 +359,72 @@ def plan_batch(
             shown = ", ".join(f"{s.name} {start[s.name]}->{pinned[s.name]}" for s in moved)
             reason = f"nothing new since {since}: only maintenance commits (VACUUM, OPTIMIZE) in {shown}"
         return Skip(reason, start, pinned)
-    return _planned(spec, view, kind, batches, BatchMode.INCREMENTAL, start, pinned, recorded, asked=False)
+    return _planned(
+        spec, view, kind, batches, BatchMode.INCREMENTAL, start, pinned, recorded, asked=False,
+        identities=identities,
+    )  # fmt: skip
+
+
+def kept_tables(
+    spec: PipelineSpec, view: View, kind: ViewKindLogic, start: Mapping[str, int]
+) -> dict[str, TableLog | None]:
+    """The tables lakejoin keeps for the view and pins with its batches (its state tables, and
+    join health's flagged keys once a batch wrote them), by pin, as their logs read now."""
+    paths = dict(kind.state_tables(state_path(spec, view)))
+    if kind.health_measures and HEALTH_PIN in start:  # the waiting rows the last batch left
+        paths[HEALTH_PIN] = health_path(spec, view)
+    return {pin: TableLog.at(path) for pin, path in paths.items()}
+
+
+def replaced_inputs(
+    view: View,
+    kind: ViewKindLogic,
+    tables: Mapping[str, TableLog | None],
+    kept: Mapping[str, TableLog | None],
+    start: Mapping[str, int],
+    recorded: Identities,
+    committed: BatchRecord,
+) -> list[str]:
+    """Why the batch cannot read on from `start`, one phrase a table (empty: it can): a change
+    source, a state table or the flagged keys that is not the table the last batch read
+    (`recorded`), or an output whose history after the last batch holds a commit that changed
+    rows and is not lakejoin's (a RESTORE, someone's DELETE, UPDATE or MERGE). From the logs
+    alone (delta-rs); a pin recorded without its identity (before session 55) is not checked."""
+    why = [
+        reason
+        for name, table in [*((s.name, tables[s.name]) for s in kind.change_sources), *kept.items()]
+        if name in start
+        for reason in [
+            replaced(
+                f"'{name}'" if name in tables else f"the view's {_kept_name(kind, name)}",
+                table,
+                start[name],
+                recorded.get(name),
+            )
+        ]  # fmt: skip
+        if reason is not None
+    ]
+    if committed.output_version >= 0:
+        output = TableLog.at(view.path)
+        if output is not None and output.version < committed.output_version:
+            why.append(
+                f"the view's output went back to version {output.version}, below the version "
+                f"{committed.output_version} its batch {committed.batch_id} committed"
+            )
+        elif output is not None:
+            foreign = foreign_commits(
+                output, committed.output_version, lambda c: BatchMarker.from_commit(c) is not None
+            )
+            if foreign:
+                why.append(
+                    f"the view's output was changed behind lakejoin's back after its batch "
+                    f"{committed.batch_id} (version {committed.output_version}): {', '.join(foreign)}"
+                )
+    return why
+
+
+def _kept_name(kind: ViewKindLogic, pin: str) -> str:
+    return "flagged keys (join health)" if pin == HEALTH_PIN else kind.state_name
 
 
 def named_changes(
@@ -348,6 +454,7 @@ def _planned(
     recorded: str | None,
     *,
     asked: bool,
+    identities: Identities,
 ) -> BatchPlan:
     """The batch, once the inputs' columns at the pins are read and checked against the spec: an
     incremental batch under a changed definition becomes a full refresh, or stops with the
@@ -393,6 +500,7 @@ def _planned(
         audit_slice=batches.audit_slice if mode is BatchMode.INCREMENTAL else None,
         audit_round=batches.audit_round if mode is BatchMode.INCREMENTAL else None,
         last_metrics=dict(batches.committed.metrics) if batches.committed is not None else {},
+        identities=identities,
     )
 
 
@@ -446,6 +554,7 @@ def plan_repair(
         repair_ends={name: b for name, (_, b) in ranges.items()},
         definition=definition,
         schemas=schemas,
+        identities=dict(committed.identities),
     )
 
 

@@ -4,10 +4,9 @@ the batch commit (delta/markers.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lakejoin.delta.markers import FINAL, PRE, OutputCommit, app_id, idempotent, output_batches
+from lakejoin.delta.markers import FINAL, PRE, OutputCommit, app_id, find_commit, idempotent, output_batches
 from lakejoin.errors import CommittedElsewhereError, ConcurrentBatchError
 from lakejoin.sink.choice import merge_affected, merge_full, replace_output, upsert_affected
 from lakejoin.sink.keyed_tables import drift_error, ensure_output, schema_drift
@@ -17,6 +16,7 @@ from lakejoin.spec.model import PipelineSpec, View
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from lakejoin.delta.identity import Identities
     from lakejoin.delta.key_ranges import KeyRange
     from lakejoin.engine.health import FlaggedUpdate
     from lakejoin.engine.plan import BatchPlan
@@ -24,38 +24,72 @@ if TYPE_CHECKING:
     from lakejoin.views.context import BatchContext
 
 
-def state_path(spec: PipelineSpec, view: View) -> str:
-    """Where a view keeps its state (rekey's re-keyed index)."""
-    return str(Path(spec.state_path) / "routing" / view.name)
+STATE_PART = "state"  # the marker part of a state table's commit (delta/markers.py)
+STATE_ATTEMPTS = 5  # writes of a state table another run's commits keep overtaking
 
 
 def write_state(ctx: BatchContext, kind: ViewKindLogic, rebuilt: Rebuilt) -> dict[str, int]:
     """Bring the view's state tables to the batch's pins, from what the kind's `rebuild`
-    returned; return the version each now has (what the next batch reads). Each write is
-    stamped with the table's next txn version, so of two runs writing at once one applies, and
-    a retry after a crash always applies again."""
+    returned; return the version this batch's own commit made of each (what the next batch
+    reads), never a version another run wrote.
+
+    Each write is stamped with the table's next txn version, so of two runs writing at once one
+    applies, and a retry after a crash always applies again; and with a marker of this run, by
+    which the batch finds its own commit. The kind's write makes the keys that commits after
+    the batch's state pin touched (a crashed run's, another run's at other pins) what they were
+    at the pin (`since`), so this batch's version is exact at its own pins whatever was written
+    on top. When another commit lands between the version the write started from and its own
+    (or Delta skipped it: another run took the txn version), the write is made again."""
     from deltalake import DeltaTable
 
+    from lakejoin.delta.markers import USER_METADATA
+
     tables = kind.state_tables(ctx.state_path)
+    if not tables:
+        return {}
     app = f"{app_id(ctx.spec.name, ctx.view.name)}.state"
-    # A state write is one MERGE, stamped `app`. Until session 34 a large one was a MERGE and an
-    # append (stamped `app.inserts`), either of which could be missing from a batch: the next
-    # version stays above both, for a table those wrote.
-    written = [
-        DeltaTable(p).transaction_version(a) or 0
-        for p in tables.values()
-        if DeltaTable.is_deltatable(p)
-        for a in (app, f"{app}.inserts")
-    ]
-    try:
-        with idempotent(ctx.spark, app, max(written, default=0) + 1):
-            kind.write_state(ctx, rebuilt)
-    except Exception as exc:
-        concurrent = _concurrent(exc, ctx.plan.batch_id, where=f"view '{ctx.view.name}' state")
-        if concurrent is None:
-            raise
-        raise concurrent from exc
-    return {pin: int(DeltaTable(p).version()) for pin, p in tables.items() if DeltaTable.is_deltatable(p)}
+    where = f"view '{ctx.view.name}' state"
+    versions: dict[str, int] = {}
+    for pin, path in tables.items():
+        for _ in range(STATE_ATTEMPTS):
+            base = int(DeltaTable(path).version()) if DeltaTable.is_deltatable(path) else -1
+            # A state write is one MERGE, stamped `app`. Until session 34 a large one was a MERGE
+            # and an append (stamped `app.inserts`), either of which could be missing from a
+            # batch: the next version stays above both, for a table those wrote.
+            written = (
+                [DeltaTable(path).transaction_version(a) or 0 for a in (app, f"{app}.inserts")]
+                if base >= 0
+                else []
+            )
+            marker = ctx.plan.marker(STATE_PART)
+            try:
+                with idempotent(ctx.spark, app, max(written, default=0) + 1):
+                    ctx.spark.conf.set(USER_METADATA, marker.as_json())
+                    try:
+                        kind.write_state(ctx, rebuilt, since=base)
+                    finally:
+                        ctx.spark.conf.unset(USER_METADATA)
+            except Exception as exc:
+                concurrent = _concurrent(exc, ctx.plan.batch_id, where=where)
+                if concurrent is None:
+                    raise
+                raise concurrent from exc
+            found = find_commit(path, lambda m, run=marker.run: m.run == run and m.part == STATE_PART)
+            now = int(DeltaTable(path).version())
+            if found is None and now == base:  # nothing differed: the table stays at its version
+                versions[pin] = base
+                break
+            if found is not None and found[0] == base + 1:
+                versions[pin] = found[0]
+                break
+        else:
+            raise ConcurrentBatchError(
+                f"other commits kept landing on the {kind.state_name} while batch {ctx.plan.batch_id} "
+                f"wrote it ({STATE_ATTEMPTS} attempts)",
+                where=f"{where} ({path})",
+                fix="do not run two batches of one view at once; run the view again",
+            )
+    return versions
 
 
 @dataclass(frozen=True)
@@ -74,8 +108,10 @@ def write_output(
     pins: dict[str, int],
     recomputed: DataFrame,
     rebuilt: Rebuilt,
+    identities: Identities | None = None,
 ) -> OutputWrite:
-    """MERGE the recomputed rows into the output; its last commit carries the batch and `pins`."""
+    """MERGE the recomputed rows into the output; its last commit carries the batch, `pins` and
+    which table each pin is of (`identities`, the plan's when not given)."""
     affected = rebuilt.affected
     where = f"view '{view.name}' output ({view.path})"
     keys = list(kind.output_key)
@@ -85,8 +121,8 @@ def write_output(
         raise drift_error(drift, where=where)
     commit = OutputCommit(
         app_id(spec.name, view.name),
-        plan.marker(PRE, pins),
-        plan.marker(FINAL, pins),
+        plan.marker(PRE, pins, identities),
+        plan.marker(FINAL, pins, identities),
         finishing=plan.finishing,
     )
     note = None
@@ -200,12 +236,18 @@ def _or_committed(exc: ConcurrentBatchError, path: str, app: str, batch_id: int)
 
 
 def _concurrent(exc: Exception, batch_id: int, *, where: str) -> ConcurrentBatchError | None:
-    """Delta's conflict errors (ConcurrentTransactionException: another run's commit of the same
-    batch landed during this one's; ConcurrentAppend/Delete...: its MERGE touched the same files;
-    delta-rs's "a concurrent transaction ...")."""
-    text = str(exc)
-    if "concurrent" not in text.lower():
+    """The batch's error for a conflict (None: `exc` is none, and says its own cause): Delta's
+    conflicts (ConcurrentTransactionException: another run's commit of the same batch landed
+    during this one's; ConcurrentAppend/Delete...: its MERGE touched the same files), delta-rs's,
+    and the one-commit upsert's ConcurrentCommitError; told by their classes (delta/conflicts.py),
+    never by the word "concurrent", which nearly every JVM stack trace holds."""
+    from lakejoin.delta.conflicts import is_conflict
+    from lakejoin.sink.key_upsert_jvm import ConcurrentCommitError
+
+    if not (isinstance(exc, ConcurrentCommitError) or is_conflict(exc)):
         return None
+    origin = getattr(exc, "java_exception", None)  # py4j's own text: "An error occurred while calling"
+    text = str(origin.getMessage() or "") if origin is not None else str(exc)
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
     return ConcurrentBatchError(
         f"another commit landed on this table while batch {batch_id} was writing it (another run of "

@@ -2,6 +2,8 @@
 
 Every page is one self-contained file (inline CSS, no script, no CDN); links between pages are
 relative, so the reports folder reads the same from disk (file://) and from the Airflow plugin.
+Each page carries a Content-Security-Policy that allows just that (`POLICY`): a value that
+escaped escaping still could not run a script or send anything anywhere.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ img.trends{max-width:100%;border:1px solid #d0d7de}.muted{color:#656d76}
 form{margin:.6rem 0}form label{margin-right:.8rem;white-space:nowrap}input,select,button{font:inherit}
 .error{border:1px solid #cf222e;border-radius:6px;background:#fff8f8;padding:.1rem .8rem;margin:.8rem 0}
 """
+# The inline <style>, the trends plot beside the page, the explain form (GET, to its own page).
+# In a <meta> tag, as here, `frame-ancestors` is ignored: the plugin's header adds it.
+POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; base-uri 'none'"
 COUNT_ORDER = ("inserted", "updated", "deleted", "affected_keys", "recomputed_rows", "unchanged_skipped")
 OBSERVED_KEYS = ("observed_value", "unexpected_count", "unexpected_percent", "partial_unexpected_list")
 
@@ -43,7 +48,8 @@ class ViewRow:
 
 def document(title: str, body: str) -> str:
     return (
-        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{POLICY}"><title>{escape(title)}</title>'
         f'<meta name="viewport" content="width=device-width,initial-scale=1"><style>{STYLE}</style>'
         f"</head><body>{body}</body></html>\n"
     )

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta import key_ranges
 from lakejoin.delta.key_ranges import Keys, materialised, write_laid_out
-from lakejoin.delta.markers import OutputCommit, current_txn, operation_metrics, stamped
+from lakejoin.delta.markers import USER_METADATA, OutputCommit, current_txn, operation_metrics, stamped
 from lakejoin.delta.sources import data_files
+from lakejoin.delta.sql_text import spark_column, spark_columns
 from lakejoin.sink import driver_merge
 from lakejoin.sink.merge_terms import KEEP, PRESENT, MergeCounts, same_key, values_differ
 from lakejoin.sink.output_counts import final_counts
@@ -62,7 +63,8 @@ def merge_affected(
     `known`: `affected` as `key_ranges.materialised` gave it (frame, count, range)."""
     from pyspark.sql import functions as F
 
-    source = affected.select(*key).join(recomputed.withColumn(PRESENT, F.lit(True)), on=list(key), how="left")
+    present = recomputed.withColumn(PRESENT, F.lit(True))
+    source = affected.select(*spark_columns(key)).join(present, on=list(key), how="left")
     source = source.withColumn(KEEP, F.col(PRESENT).isNotNull()).drop(PRESENT)
     return merge_by_key(spark, path, source, key, recomputed.columns, full=False, commit=commit, known=known)
 
@@ -91,7 +93,7 @@ def upsert_affected(
     facts = _TableFacts(spark, path, recomputed, key, keys or 0)
     if keys and keys <= facts.driver_max_keys() and facts.driver_enabled() and facts.driver_writable():
         return None
-    changes = change_rows(recomputed, previous.select(*recomputed.columns), key)
+    changes = change_rows(recomputed, previous.select(*spark_columns(recomputed.columns)), key)
     return key_upsert.upsert(spark, path, changes, key, recomputed.columns, commit, note=note)
 
 
@@ -116,9 +118,9 @@ def change_rows(new: DataFrame, old: DataFrame, key: Sequence[str]) -> DataFrame
         """The row of one side as a change row: the key from whichever side holds it."""
         return F.struct(
             *[
-                F.coalesce(F.col(f"n.`{c}`"), F.col(f"o.`{c}`")).alias(c)
+                F.coalesce(spark_column(c, "n"), spark_column(c, "o")).alias(c)
                 if c in key
-                else F.col(f"{side}.`{c}`").alias(c)
+                else spark_column(c, side).alias(c)
                 for c in columns
             ],
             F.lit(kind.value).alias(CHANGE_TYPE),
@@ -157,7 +159,7 @@ def merge_full(
     if key_ranges.enabled(spark) and _empty(spark, path):
         return _fill(spark, path, recomputed, key, commit)
     if commit is not None and key_upsert.enabled(spark):
-        table = spark.read.format("delta").load(path).select(*recomputed.columns)
+        table = spark.read.format("delta").load(path).select(*spark_columns(recomputed.columns))
         changes = change_rows(recomputed, table, key)
         written = key_upsert.upsert(spark, path, changes, key, recomputed.columns, commit, note=note)
         if written is not None:
@@ -204,7 +206,7 @@ def merge_by_key(
 
     if full:
         if key_ranges.enabled(spark) and _empty(spark, path):
-            return _fill(spark, path, source.where(F.col(KEEP)).select(*columns), key, commit)
+            return _fill(spark, path, source.where(F.col(KEEP)).select(*spark_columns(columns)), key, commit)
         source = _differences(spark, path, source.where(F.col(KEEP)), key, columns)
     probe = None
     if known is None or full:
@@ -239,9 +241,15 @@ def _merge_on_driver(
 ) -> MergeCounts:
     """The one MERGE of a batch of few keys, by delta-rs (see driver_merge.py): stamped as the
     batch commit with `commit`, else with the `idempotent` block's txn the session is in."""
-    if commit is None:
+    if commit is None:  # a state table: the session's txn, and its commit's metadata if it has one
         inserted, updated, deleted, applied = driver_merge.merge_on_driver(
-            path, source, columns, key, txn=current_txn(spark), listed=key_ranges.enabled(spark)
+            path,
+            source,
+            columns,
+            key,
+            txn=current_txn(spark),
+            user_metadata=spark.conf.get(USER_METADATA, None),
+            listed=key_ranges.enabled(spark),
         )
         return MergeCounts(inserted=inserted, updated=updated, deleted=deleted, applied=applied)
     marker = commit.final
@@ -295,7 +303,7 @@ def _key_values(keys: DataFrame, column: str) -> list[Any] | None:
 
     if not isinstance(keys.schema[column].dataType, (IntegralType, StringType, DateType, DecimalType)):
         return None
-    return sorted({row[0] for row in keys.select(column).collect() if row[0] is not None})
+    return sorted({row[0] for row in keys.select(spark_column(column)).collect() if row[0] is not None})
 
 
 def _differences(
@@ -310,15 +318,16 @@ def _differences(
 
     new, old = "_lj_new", "_lj_old"
     values = [c for c in columns if c not in key]
-    wanted = wanted.select(*columns).withColumn(new, F.lit(True)).alias("n")
-    table = spark.read.format("delta").load(path).select(*columns).withColumn(old, F.lit(True)).alias("o")
+    wanted = wanted.select(*spark_columns(columns)).withColumn(new, F.lit(True)).alias("n")
+    table = spark.read.format("delta").load(path).select(*spark_columns(columns))
+    table = table.withColumn(old, F.lit(True)).alias("o")
     differs = F.col(f"o.{old}").isNull() | F.col(f"n.{new}").isNull() | values_differ("n", "o", values)
     return (
         wanted.join(table, same_key("n", "o", key), how="full_outer")
         .where(differs)
         .select(
-            *[F.coalesce(F.col(f"n.`{c}`"), F.col(f"o.`{c}`")).alias(c) for c in key],
-            *[F.col(f"n.`{c}`").alias(c) for c in values],
+            *[F.coalesce(spark_column(c, "n"), spark_column(c, "o")).alias(c) for c in key],
+            *[spark_column(c, "n").alias(c) for c in values],
             F.col(f"n.{new}").isNotNull().alias(KEEP),
         )
     )

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta.key_ranges import ROWS_PER_FILE
 from lakejoin.delta.markers import OutputCommit, current_txn, failpoint, stamped
+from lakejoin.delta.sql_text import spark_column, spark_columns
 from lakejoin.errors import BatchStateError
 from lakejoin.sink.key_upsert_jvm import ConcurrentCommitError, Target, conflict, open_target
 from lakejoin.sink.key_upsert_rules import (
@@ -150,7 +151,7 @@ def _materialised(
     observed = Observation()
     by_kind = [F.sum((kind == t.value).cast("long")).alias(t.name) for t in ChangeType]
     frame = (
-        changes.select(*[_column(c) for c in target.columns], kind)
+        changes.select(*spark_columns(target.columns), kind)
         .observe(observed, F.count(F.lit(1)).alias("rows"), *by_kind)
         .localCheckpoint()
     )
@@ -170,7 +171,7 @@ def _materialised(
         or not any(isinstance(target.field(c).dataType, exact) for c in target.key)
     ):
         return frame, counts, None
-    columns = [_column(c) for c in target.key]
+    columns = spark_columns(target.key)
     old = frame.where(kind != ChangeType.UPDATE_POSTIMAGE.value).select(*columns).distinct()
     return frame, counts, [tuple(row) for row in old.collect()]
 
@@ -282,7 +283,7 @@ def _old_key_predicate(target: Target, old_keys: list[tuple[Any, ...]] | None) -
     share = max(1, MAX_RANGES // len(ranged))
     terms = []
     for i, name in ranged:
-        column, dtype = _column(name), target.field(name).dataType
+        column, dtype = spark_column(name), target.field(name).dataType
 
         def within(lo: Any, hi: Any, column: Column = column, dtype: Any = dtype) -> Column:
             # Literals of the column's own type: for any other the analyzer casts the column,
@@ -314,7 +315,7 @@ def _matched_old_rows(target: Target, scan: DataFrame, frame: DataFrame) -> Data
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
-    key, kind = [_column(k) for k in target.key], F.col(CHANGE_TYPE)
+    key, kind = spark_columns(target.key), F.col(CHANGE_TYPE)
     # One row per key (a post-image names its pre-image's key), inserts too: an insert of a key
     # the table holds would leave the key two rows. The files pruned away hold none of them.
     batch_keys = frame.where(kind != ChangeType.UPDATE_POSTIMAGE.value).select(
@@ -349,12 +350,12 @@ def _write_rows(target: Target, frame: DataFrame, counts: ChangeCounts) -> tuple
     # writeFiles neither casts nor checks the schema, as a DataFrameWriter does: the rows get
     # the table's own types here.
     routed = frame.select(
-        *[_column(f.name).cast(f.dataType).alias(f.name) for f in target.schema.fields],
+        *[spark_column(f.name).cast(f.dataType).alias(f.name) for f in target.schema.fields],
         F.explode(routes).alias(CHANGE_TYPE),
     )
     # Files of disjoint key ranges, so that the next batches' pruning by key skips most of them.
     laid_out = routed.repartitionByRange(
-        max(1, -(-counts.new_rows // ROWS_PER_FILE)), *[_column(k) for k in target.key]
+        max(1, -(-counts.new_rows // ROWS_PER_FILE)), *spark_columns(target.key)
     )
     actions = target.txn.writeFiles(laid_out._jdf)
     data = changes = size = 0
@@ -408,10 +409,3 @@ def _mismatch(path: str, what: str) -> BatchStateError:
         fix=f"report it (a fault in lakejoin); meanwhile run with --conf {ENABLED}=false, which "
         "writes every batch with Delta's MERGE",
     )
-
-
-def _column(name: str) -> Column:
-    """A top-level column by name, dots and all."""
-    from pyspark.sql import functions as F
-
-    return F.col("`" + name.replace("`", "``") + "`")

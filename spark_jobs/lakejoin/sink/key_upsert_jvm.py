@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from lakejoin.delta.conflicts import DELTA_CONFLICTS as CONFLICTS
 from lakejoin.sink.key_upsert_rules import TableLog, column_refusals, member_shapes, table_refusals
 
 if TYPE_CHECKING:
@@ -86,8 +87,8 @@ EXPECTED: dict[str, set[str]] = {
 
 class ConcurrentCommitError(RuntimeError):
     """Delta refused the upsert's commit because another commit landed on the table during it.
-    Its text starts "Concurrent", which engine/write.py's `_concurrent` turns into the batch's
-    ConcurrentBatchError; the files it wrote stay behind, unreferenced, until VACUUM."""
+    engine/write.py's `_concurrent` turns it, by its class, into the batch's ConcurrentBatchError;
+    the files it wrote stay behind, unreferenced, until VACUUM."""
 
 
 class Jvm:
@@ -225,17 +226,3 @@ def conflict(jvm: Jvm, exc: Exception) -> ConcurrentCommitError | None:
         f"Concurrent commit: Delta refused the upsert ({kind}): {lines[0] if lines else ''}"
     )
 
-
-# io.delta.exceptions' conflicts, as delta.exceptions names their Python twins.
-CONFLICTS = frozenset(
-    {
-        "DeltaConcurrentModificationException",
-        "ConcurrentWriteException",
-        "MetadataChangedException",
-        "ProtocolChangedException",
-        "ConcurrentAppendException",
-        "ConcurrentDeleteReadException",
-        "ConcurrentDeleteDeleteException",
-        "ConcurrentTransactionException",
-    }
-)

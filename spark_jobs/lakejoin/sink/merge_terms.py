@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from lakejoin.delta.sql_text import spark_column
+
 if TYPE_CHECKING:
     from pyspark.sql import Column
 
@@ -30,7 +32,7 @@ def same_key(a: str, b: str, key: Sequence[str]) -> Column:
 
     on = F.lit(True)
     for column in key:
-        on = on & (F.col(f"{a}.`{column}`") == F.col(f"{b}.`{column}`"))
+        on = on & (spark_column(column, a) == spark_column(column, b))
     return on
 
 
@@ -40,7 +42,7 @@ def values_differ(a: str, b: str, values: Sequence[str]) -> Column:
 
     differs = F.lit(False)
     for column in values:
-        differs = differs | ~F.col(f"{a}.`{column}`").eqNullSafe(F.col(f"{b}.`{column}`"))
+        differs = differs | ~spark_column(column, a).eqNullSafe(spark_column(column, b))
     return differs
 
 

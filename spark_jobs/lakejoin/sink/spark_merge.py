@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta.key_ranges import KeyRange
+from lakejoin.delta.sql_text import spark_column, spark_quoted
 from lakejoin.sink.merge_terms import KEEP, MergeCounts, any_of, same_key, values_differ
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 # Whether Delta's MERGE materialises its source first ("auto": whenever the source's plan holds
 # anything but Delta scans, as a local checkpoint does).
@@ -36,23 +37,24 @@ def merge_on_spark(
     """One MERGE. `bounds`, the source's key range, and `listed`, every value the source holds
     in the key's first column, let Delta skip the target's files that hold none of them."""
     from delta.tables import DeltaTable
-    from pyspark.sql import functions as F
 
     values = [c for c in columns if c not in key]
     changed = values_differ("t", "s", values)
     on = same_key("t", "s", key)
     if bounds is not None:
-        on = bounds.covers(lambda c: F.col(f"t.`{c}`")) & on
+        on = bounds.covers(lambda c: spark_column(c, "t")) & on
     if listed:
-        on = any_of(F.col(f"t.`{key[0]}`"), listed) & on
-    keep = F.col(f"s.`{KEEP}`")
+        on = any_of(spark_column(key[0], "t"), listed) & on
+    keep = spark_column(KEEP, "s")
+    updated: dict[str, str | Column] = {spark_quoted(c): spark_column(c, "s") for c in values}
+    inserted: dict[str, str | Column] = {spark_quoted(c): spark_column(c, "s") for c in columns}
     merge = (
         DeltaTable.forPath(spark, path)
         .alias("t")
         .merge(source.alias("s"), on)
         .whenMatchedDelete(condition=~keep)
-        .whenMatchedUpdate(condition=keep & changed, set={f"`{c}`": F.col(f"s.`{c}`") for c in values})
-        .whenNotMatchedInsert(condition=keep, values={f"`{c}`": F.col(f"s.`{c}`") for c in columns})
+        .whenMatchedUpdate(condition=keep & changed, set=updated)
+        .whenNotMatchedInsert(condition=keep, values=inserted)
     )
     # Every source lakejoin merges is a local checkpoint, or a join of checkpoints and pinned
     # snapshots: deterministic and materialised already. Delta's "auto" would materialise it a

@@ -62,6 +62,16 @@ class OnDefinitionChange(enum.Enum):
     FAIL = "fail"  # stop at the plan, naming what changed, until someone runs --full-refresh
 
 
+class OnInputReplaced(enum.Enum):
+    """What the next batch does when an input is not the table its last batch read
+    (delta/identity.py): a source, an upstream view's output or a state table dropped and
+    written again, gone back below its pin, or with its log rewritten; or the view's own output
+    changed by a commit lakejoin did not make (a RESTORE, someone's DELETE or UPDATE)."""
+
+    FULL_REFRESH = "full_refresh"  # recompute every key at the new versions, write what differs
+    FAIL = "fail"  # stop at the plan, naming the table, until someone runs --full-refresh
+
+
 # A key: the column(s) that identify a row, in order. `key: a` in a spec is ("a",), `key: [a, b]`
 # is ("a", "b"); a row whose key has a null in any column has a null key.
 Key = tuple[str, ...]
@@ -198,6 +208,7 @@ class View:
     line: int | None
     lines: Mapping[str, int] = field(default_factory=dict, repr=False, compare=False)
     on_definition_change: OnDefinitionChange = OnDefinitionChange.FULL_REFRESH
+    on_input_replaced: OnInputReplaced = OnInputReplaced.FULL_REFRESH
     # Trust (spec/trust.py): limits on the join's health, and the continuous audit.
     health: tuple[Limit, ...] = ()
     audit: Audit = field(default_factory=lambda: Audit())

@@ -11,13 +11,14 @@ dependency order and the sources that views become for the views that read them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from lakejoin.errors import SpecError
 from lakejoin.spec.kinds import Known
 from lakejoin.spec.model import (
     Enrich,
     OnDefinitionChange,
+    OnInputReplaced,
     PipelineSpec,
     Rekey,
     Source,
@@ -124,27 +125,38 @@ def _views(
         explicit = reader.text(body, key, "path", required=False)
         path = _resolve(base, explicit) if explicit else str(Path(storage) / "views" / name)
         lines = {k[len(key) + 1 :]: v for k, v in reader.lines.items() if k.startswith(key + ".")}
-        policy = _on_definition_change(reader, body, key)
+        policy = _policy(
+            reader, body, key, "on_definition_change", OnDefinitionChange, "under the new definition"
+        )
+        replaced = _policy(reader, body, key, "on_input_replaced", OnInputReplaced, "at the new versions")
         health = parse_health(reader, body.get("health"), f"{key}.health", kind)
         audit = parse_audit(reader, body.get("audit"), f"{key}.audit")
-        views[name] = View(name, kind, definition, path, reader.lines.get(key), lines, policy, health, audit)
+        views[name] = View(
+            name, kind, definition, path, reader.lines.get(key), lines, policy, replaced, health, audit
+        )
     return views
 
 
 VIEW_SETTINGS = frozenset(
-    {"path", "on_definition_change", "health", "audit"}
+    {"path", "on_definition_change", "on_input_replaced", "health", "audit"}
 )  # a view's keys beside its kind
 
 
-def _on_definition_change(reader: SpecReader, body: dict[str, Any], key: str) -> OnDefinitionChange:
-    text = reader.text(body, key, "on_definition_change", required=False) or "full_refresh"
+Policy = TypeVar("Policy", OnDefinitionChange, OnInputReplaced)
+
+
+def _policy(
+    reader: SpecReader, body: dict[str, Any], key: str, setting: str, kind: type[Policy], then: str
+) -> Policy:
+    """A view's `full_refresh`-or-`fail` setting; `then`: what a full refresh does."""
+    text = reader.text(body, key, setting, required=False) or "full_refresh"
     try:
-        return OnDefinitionChange(text)
+        return kind(text)
     except ValueError:
         raise reader.fail(
-            f"{key}.on_definition_change",
-            f"unknown on_definition_change '{text}'",
-            "use 'full_refresh' (the next batch recomputes every key under the new definition) "
+            f"{key}.{setting}",
+            f"unknown {setting} '{text}'",
+            f"use 'full_refresh' (the next batch recomputes every key {then}) "
             "or 'fail' (stop until someone runs the view with --full-refresh)",
         ) from None
 

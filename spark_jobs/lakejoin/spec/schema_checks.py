@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from lakejoin.spec.model import PipelineSpec, View
+from lakejoin.spec.definition import taken_columns
+from lakejoin.spec.model import Enrich, FkJoin, ListJoin, PipelineSpec, View
 from lakejoin.spec.registry import KINDS
 
 
@@ -24,4 +25,42 @@ def check_view_schemas(spec: PipelineSpec, view: View, schemas: Mapping[str, Map
                     f"key column '{column}' is not in table {source.path}",
                     f"use one of its columns: {', '.join(schemas[source.name])}",
                 )
+    check_taken_names(spec, view, schemas)
     KINDS[view.kind].check_schemas(spec, view.definition, f"views.{view.name}.{view.kind.value}", schemas)
+
+
+def check_taken_names(spec: PipelineSpec, view: View, schemas: Mapping[str, Mapping[str, str]]) -> None:
+    """Refuse a column the view takes whose name holds a backtick. Spark reads every other name
+    Delta accepts (`geo.lat` too) through `delta.sql_text`, but Delta 4.4's MERGE into a table
+    with a Change Data Feed (every output and state table) fails on this one whatever its
+    quoting: it reads the column as packedCdc.`<name>`, the backtick not doubled
+    (MergeOutputGeneration.scala)."""
+    base = f"views.{view.name}.{view.kind.value}"
+    for name, columns in taken_columns(spec, view, schemas).items():
+        odd = [c for c, _ in columns if "`" in c]
+        if not odd:
+            continue
+        path, (at, listing) = spec.sources[name].path, _setting(view, name)
+        rename = "rename it in that table (with Delta's column mapping on, ALTER TABLE ... RENAME COLUMN)"
+        raise spec.error(
+            f"{base}.{at}",
+            f"column '{odd[0]}' of {path} holds a backtick, which Delta's MERGE cannot write into "
+            f"the output of view '{view.name}' (a table with a Change Data Feed)",
+            f"list the columns the view takes without it ({listing}: [...]), or {rename}"
+            if listing
+            else f"the view takes every column of {name}: {rename}",
+        )
+
+
+def _setting(view: View, source: str) -> tuple[str, str | None]:
+    """The setting of the view's kind that names `source`, and the one that lists the columns
+    the view takes of it (None: it takes them all, as of a left or fact table)."""
+    d = view.definition
+    if isinstance(d, FkJoin | ListJoin):
+        return ("left", None) if source == d.left else ("right", "right_columns")
+    if isinstance(d, Enrich):
+        if source == d.fact:
+            return "fact", None
+        i = next(i for i, dimension in enumerate(d.dimensions) if dimension.table == source)
+        return f"dimensions[{i}]", f"dimensions[{i}].columns"
+    return "source", "columns"

@@ -130,11 +130,13 @@ class ViewKindLogic(ABC):
         """
 
     @abstractmethod
-    def write_state(self, ctx: BatchContext, rebuilt: Rebuilt) -> None:
+    def write_state(self, ctx: BatchContext, rebuilt: Rebuilt, *, since: int) -> None:
         """Bring the view's state table up to the pinned versions from `rebuilt.state` (what
         `rebuild` returned), before the output commit (called inside `idempotent`; not in a
-        repair). It must end exact whatever an earlier attempt at older pins wrote: state is a
-        function of the pinned inputs, rewritten key by key."""
+        repair). It must end exact at the batch's pins whatever commits after the state's pin
+        wrote, up to `since`, the newest version the write starts from (a crashed attempt's,
+        another run's at other pins): state is a function of the pinned inputs, rewritten key by
+        key, and the keys those commits touched go back to what they were at the pin."""
 
     @abstractmethod
     def validations(self, ctx: BatchContext, written: DataFrame) -> list[Validation]:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from lakejoin.delta import lookups
 from lakejoin.delta.key_ranges import KeyRange, Keys
 from lakejoin.delta.sources import snapshot
+from lakejoin.delta.sql_text import spark_columns
 from lakejoin.errors import DuplicateKeyError, NullKeyError
 from lakejoin.spec.model import Columns, Key, PipelineSpec, Source, View, shown
 
@@ -193,7 +194,7 @@ class BatchContext:
         rest, unchanged_keys, _ = self.materialise_unique(
             lambda: materialised(unchanged_keys_of), held, source
         )
-        changed = upserts(changes).select(*snapshot.columns)
+        changed = upserts(changes).select(*spark_columns(snapshot.columns))
         if unchanged_keys:
             unchanged = snapshot.join(F.broadcast(rest), on=key, how="left_semi")
             changed = changed.unionByName(unchanged)
@@ -264,7 +265,7 @@ class BatchContext:
         unchanged = self.driver_rows(source, values, excluding=changed)
         if unchanged is None:
             return None
-        return upserts(changes).select(*unchanged.columns).unionByName(unchanged)
+        return upserts(changes).select(*spark_columns(unchanged.columns)).unionByName(unchanged)
 
     def affected_on_driver(
         self, source: Source, changes: DataFrame, reached: Sequence[tuple[Any, ...]]

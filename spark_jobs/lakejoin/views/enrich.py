@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta import routing
 from lakejoin.delta.key_ranges import materialised
+from lakejoin.delta.sql_text import spark_column, spark_columns, spark_quoted
 from lakejoin.quality import checks as quality
 from lakejoin.quality.checks import Validation
 from lakejoin.spec.model import Dimension, EnrichMode, JoinHow, Key, PipelineSpec, Source, View
@@ -47,7 +48,7 @@ from lakejoin.views.health_flags import KEEP, flag
 from lakejoin.views.joins import matching, previous_rows, referenced_right_rows
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import DataFrame
 
 log = logging.getLogger("lakejoin")
 MB = 1024 * 1024
@@ -82,7 +83,7 @@ def recompute(fact_rows: DataFrame, dimensions: Sequence[DimensionRows], *, flag
         found = f"_lj_dim{i}_found"
         right = d.rows.select(
             *[F.col(k).alias(m) for k, m in zip(d.key, match, strict=True)],
-            *[F.col(c).alias(d.dimension.prefix + c) for c in d.columns],
+            *[spark_column(c).alias(d.dimension.prefix + c) for c in d.columns],
             *([F.lit(True).alias(found)] if flags else []),
         )
         right = F.broadcast(right) if d.broadcast else right.hint("shuffle_hash")
@@ -97,7 +98,7 @@ def recompute(fact_rows: DataFrame, dimensions: Sequence[DimensionRows], *, flag
             missing = missing | (~null_fk & ~matched)
             if d.dimension.how is JoinHow.INNER:
                 keep = keep & matched
-    columns: list[Column | str] = [*[fact_rows[c] for c in fact_rows.columns], *added]
+    columns = [*[fact_rows[spark_quoted(c)] for c in fact_rows.columns], *spark_columns(added)]
     if flags:
         columns += [missing.cast("int").alias(flag("missing_dimension")), keep.alias(KEEP)]
     return out.select(*columns)
@@ -341,7 +342,7 @@ class EnrichView(ViewKindLogic):
 
     # --- state and checks ------------------------------------------------------------------
 
-    def write_state(self, ctx: BatchContext, rebuilt: Rebuilt) -> None:
+    def write_state(self, ctx: BatchContext, rebuilt: Rebuilt, *, since: int) -> None:
         """No state to write (see the module)."""
 
     def validations(self, ctx: BatchContext, written: DataFrame) -> list[Validation]:

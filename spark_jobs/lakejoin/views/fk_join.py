@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta import routing
 from lakejoin.delta.key_ranges import Keys, materialised
+from lakejoin.delta.sql_text import spark_column, spark_quoted
 from lakejoin.quality import checks as quality
 from lakejoin.quality.checks import Validation
 from lakejoin.spec.model import FkJoin, JoinHow, Key, PipelineSpec, View
@@ -66,14 +67,14 @@ def recompute(
     found = "_lj_right_found"
     right = right_rows.select(
         *[F.col(k).alias(m) for k, m in zip(right_key, match, strict=True)],
-        *[F.col(c).alias(join.right_prefix + c) for c in right_columns],
+        *[spark_column(c).alias(join.right_prefix + c) for c in right_columns],
         *([F.lit(True).alias(found)] if flags else []),
     )
     how = "left" if flags else join.how.value
     joined = left_rows.join(right, matching(left_rows, join.fk, right, match), how=how)
     columns = [
-        *[left_rows[c] for c in left_rows.columns],
-        *[F.col(join.right_prefix + c) for c in right_columns],
+        *[left_rows[spark_quoted(c)] for c in left_rows.columns],
+        *[spark_column(join.right_prefix + c) for c in right_columns],
     ]
     if flags:
         null_fk = F.lit(False)
@@ -241,7 +242,7 @@ class FkJoinView(ViewKindLogic):
             )
         return keys, left_rows, right_rows, left_before
 
-    def write_state(self, ctx: BatchContext, rebuilt: Rebuilt) -> None:
+    def write_state(self, ctx: BatchContext, rebuilt: Rebuilt, *, since: int) -> None:
         """No state to write (see the class)."""
 
     def validations(self, ctx: BatchContext, written: DataFrame) -> list[Validation]:

@@ -51,6 +51,7 @@ def previous_rows(rows: DataFrame, changes: DataFrame, key: Columns) -> DataFram
     change, or none where the key had no row; the others are as they are. The keys of `changes`
     must be among those `rows` was read for, or have no row at the pin."""
     from lakejoin.delta.change_feed import before_rows
+    from lakejoin.delta.sql_text import spark_columns
 
     unchanged = rows.join(changes.select(*key), on=list(key), how="left_anti")
-    return unchanged.unionByName(before_rows(changes).select(*rows.columns))
+    return unchanged.unionByName(before_rows(changes).select(*spark_columns(rows.columns)))

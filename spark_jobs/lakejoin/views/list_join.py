@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from lakejoin.delta import routing
 from lakejoin.delta.change_feed import CHANGE, ChangeKind
 from lakejoin.delta.key_ranges import materialised
+from lakejoin.delta.sql_text import spark_columns, spark_quoted
 from lakejoin.quality import checks as quality
 from lakejoin.quality.checks import Validation
 from lakejoin.spec.model import Duplicates, Key, ListJoin, PipelineSpec, View
@@ -113,13 +114,15 @@ def joined_lists(
     null element is not one: it names no right row) as `missing_elements`."""
     from pyspark.sql import functions as F
 
-    right = right_rows.select(element_key(right_key).alias(MATCH), *right_columns, F.lit(True).alias(_FOUND))
+    right = right_rows.select(
+        element_key(right_key).alias(MATCH), *spark_columns(right_columns), F.lit(True).alias(_FOUND)
+    )
     joined = composite.join(F.broadcast(right), composite[ELEMENT] == right[MATCH], how="left")
     if len(right_key) == 1:
         keys = [F.col(ELEMENT).alias(right_key[0])]
     else:
         keys = [F.col(ELEMENT)[c].alias(c) for c in right_key]
-    element = F.struct(*keys, *[F.col(c) for c in right_columns])
+    element = F.struct(*keys, *spark_columns(right_columns))
     item = F.when(F.col(POS).isNotNull(), F.struct(F.col(POS).alias("p"), element.alias("e")))
     missing = F.col(POS).isNotNull() & F.col(ELEMENT).isNotNull() & F.col(_FOUND).isNull()
     counted = [F.count(F.when(missing, F.lit(1))).alias(flag("missing_elements"))] if flags else []
@@ -201,7 +204,8 @@ class ListJoinView(ViewKindLogic):
 
         on = matching(left_rows, self.left.key, lists, left_names(self.left.key))
         joined = left_rows.join(lists, on, how="left")
-        columns = [F.col(self.join.into) if c == self.join.list else left_rows[c] for c in left_rows.columns]
+        into = F.col(self.join.into)
+        columns = [into if c == self.join.list else left_rows[spark_quoted(c)] for c in left_rows.columns]
         if flag("missing_elements") in lists.columns:
             missing = F.col(flag("missing_elements"))
             columns += [
@@ -405,7 +409,7 @@ class ListJoinView(ViewKindLogic):
             return None
         return lookups.as_spark(ctx.spark, rows, output.schema)
 
-    def write_state(self, ctx: BatchContext, rebuilt: Rebuilt) -> None:
+    def write_state(self, ctx: BatchContext, rebuilt: Rebuilt, *, since: int) -> None:
         """No state to write (see the module)."""
 
     def validations(self, ctx: BatchContext, written: DataFrame) -> list[Validation]:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta.change_feed import CHANGE, VERSION, ChangeKind, net_changes, null_key, read_change_feed
 from lakejoin.delta.key_ranges import materialised
+from lakejoin.delta.sql_text import spark_columns
 from lakejoin.errors import KeyConflictError
 from lakejoin.quality.checks import Validation
 from lakejoin.sink.choice import KEEP
@@ -162,7 +163,7 @@ class RekeyView(ViewKindLogic):
             rows = self._full_index(ctx)
             ctx.require_unique(rows, self.master)
             kept = rows.observe(dropped, null_keys).where(~null_key(v))
-            claims = kept.select(*index_columns).localCheckpoint()
+            claims = kept.select(*spark_columns(index_columns)).localCheckpoint()
             update = IndexUpdate(claims, full=True)
             affected, affected_count, bounds = None, None, None
         else:
@@ -170,7 +171,9 @@ class RekeyView(ViewKindLogic):
             changed = changes[self.master.name]
             upserts = changed.where(F.col(CHANGE) == ChangeKind.UPSERT.value).observe(dropped, null_keys)
             new = upserts.where(~null_key(v)).select(
-                *index_columns[: len(vk)], F.col(VERSION).alias(SINCE), *columns
+                *spark_columns(index_columns[: len(vk)]),
+                F.col(VERSION).alias(SINCE),
+                *spark_columns(columns),
             )
             # A batch of few masters reads their index rows on the driver (lookups.py).
             masters = ctx.key_values(changed, k, ctx.changed.get(self.master.name))
@@ -199,24 +202,30 @@ class RekeyView(ViewKindLogic):
             claims = (
                 new
                 if self.resolution is Resolution.EVERY_CLAIM
-                else unchanged.select(*index_columns).unionByName(new)
+                else unchanged.select(*spark_columns(index_columns)).unionByName(new)
             )
             claims = claims.localCheckpoint()
             update = IndexUpdate(
-                changed.select(*index_columns[: len(vk)], F.col(VERSION).alias(SINCE), *columns, CHANGE),
+                changed.select(
+                    *spark_columns(index_columns[: len(vk)]),
+                    F.col(VERSION).alias(SINCE),
+                    *spark_columns(columns),
+                    F.col(CHANGE),
+                ),
                 full=False,
             )
             if ctx.derive_previous:
                 # The affected derived keys' claims at the previous pins: the unchanged
                 # masters' (in `claims`) and the changed masters' index rows.
-                before = old.select(*index_columns)
+                before = old.select(*spark_columns(index_columns))
                 if self.resolution is not Resolution.EVERY_CLAIM:
                     before = (
                         claims.join(F.broadcast(changed.select(*k)), on=list(k), how="left_anti")
-                        .select(*index_columns)
+                        .select(*spark_columns(index_columns))
                         .unionByName(before)
                     )
-                previous = resolve(before, v, k, unique=self.rekey.unique).select(*vk, *columns)
+                previous = resolve(before, v, k, unique=self.rekey.unique)
+                previous = previous.select(*spark_columns([*vk, *columns]))
         counts = {"null_keys_dropped": int(dropped.get["n"] or 0), "conflicts": 0}
         if self.resolution is not Resolution.EVERY_CLAIM:
             clashes = conflicts(claims, v, k).orderBy(*v).limit(20).collect()
@@ -239,7 +248,7 @@ class RekeyView(ViewKindLogic):
                 )
         flags = [flag("conflicts"), FLAG_KEEP] if ctx.count_health else []
         output = resolve(claims, v, k, unique=self.rekey.unique, flags=ctx.count_health).select(
-            *vk, *columns, *flags
+            *spark_columns([*vk, *columns, *flags])
         )
         return Rebuilt(
             output,
@@ -305,9 +314,10 @@ class RekeyView(ViewKindLogic):
             SINCE, F.coalesce(F.col(SINCE), F.lit(pinned).cast("bigint"))
         )
 
-    def write_state(self, ctx: BatchContext, rebuilt: Rebuilt) -> None:
+    def write_state(self, ctx: BatchContext, rebuilt: Rebuilt, *, since: int) -> None:
         """Write `rebuilt.state` (an `IndexUpdate`) to the index: merged by master key, and
-        with `full`, every master not in it deleted."""
+        with `full`, every master not in it deleted. An incremental write also puts back, as the
+        batch's pin has them, the masters that commits after the pin (up to `since`) wrote."""
         from pyspark.sql import functions as F
 
         update = rebuilt.state
@@ -327,7 +337,29 @@ class RekeyView(ViewKindLogic):
             ensure_index(ctx.spark, ctx.state_path, update.rows.drop(CHANGE))
             keep = (F.col(CHANGE) == ChangeKind.UPSERT.value) & ~null_key(v)
             source = update.rows.withColumn(KEEP, keep).drop(CHANGE)
+            pin = ctx.plan.pinned_versions.get(STATE, -1)
+            if 0 <= pin < since:
+                source = source.unionByName(
+                    self._as_at_pin(ctx, source, pin, since), allowMissingColumns=True
+                )
         merge_index(ctx.spark, ctx.state_path, source, k, self._index_columns(ctx.schemas), full=update.full)
+
+    def _as_at_pin(self, ctx: BatchContext, update: DataFrame, pin: int, since: int) -> DataFrame:
+        """The index rows, as version `pin` has them, of the masters that the commits in
+        (pin, since] wrote and `update` does not (a master gone at the pin: a row to delete)."""
+        from pyspark.sql import functions as F
+
+        k = list(self.master.key)
+        touched = (
+            read_change_feed(ctx.spark, ctx.state_path, pin + 1, since)
+            .select(*k)
+            .distinct()
+            .join(update.select(*k), on=k, how="left_anti")
+        )
+        at_pin = ctx.read_state()
+        kept = at_pin.join(touched, on=k, how="left_semi").withColumn(KEEP, F.lit(True))
+        gone = touched.join(at_pin.select(*k), on=k, how="left_anti").withColumn(KEEP, F.lit(False))
+        return kept.unionByName(gone, allowMissingColumns=True).select(*update.columns)
 
     def validations(self, ctx: BatchContext, written: DataFrame) -> list[Validation]:
         import great_expectations as gx
