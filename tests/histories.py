@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,7 +35,10 @@ def examples(default: int) -> settings:
 @dataclass(frozen=True)
 class Step:
     """One Delta commit on one source: upsert `rows`, delete the rows with keys `rows`, write the
-    rows with keys `rows` back as they are (`rewrite WRITER`), or every row (`reload WRITER`)."""
+    rows with keys `rows` back as they are (`rewrite WRITER`), or every row (`reload WRITER`);
+    or the table dropped and written again at its path without its first row (`replace`, a
+    new table whose versions start again), or a view's output dropped (`drop`: `table` is its
+    path under the lake, and the view's next batch builds it again)."""
 
     table: str
     kind: str
@@ -77,6 +81,16 @@ def rewrites(
         some.map(lambda drawn: Step(table, f"rewrite {drawn[0]}", tuple(sorted(drawn[1])))),
         every.map(lambda writer: Step(table, f"reload {writer}", ())),
     )
+
+
+def replaces(table: str) -> st.SearchStrategy[Step]:
+    """The table dropped and written again at its path, its first row left out (issue 51)."""
+    return st.just(Step(table, "replace", ()))
+
+
+def drops(output: str) -> st.SearchStrategy[Step]:
+    """A view's output (its path under the lake) dropped: its next batch builds it again."""
+    return st.just(Step(output, "drop", ()))
 
 
 CHECKS_EVERY = 3  # Great Expectations runs on batches 0 and 3; every batch is compared
@@ -127,6 +141,10 @@ def apply(lake: Lakehouse, step: Step, keys: dict[str, str]) -> None:
         lake.delete(step.table, keys[step.table], list(step.rows))
     elif what == "rewrite":
         lake.rewrite(step.table, keys[step.table], list(step.rows), writer=writer)
+    elif what == "replace":
+        lake.replace(step.table, keys[step.table])
+    elif what == "drop":
+        shutil.rmtree(lake.root / step.table, ignore_errors=True)
     else:
         assert what == "reload", step
         lake.rewrite(step.table, keys[step.table], writer=writer)

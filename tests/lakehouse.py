@@ -27,7 +27,7 @@ class Lakehouse:
         return str(self.root / table)
 
     # --- sources ------------------------------------------------------------------------
-    def create(self, table: str, schema: str, rows: list[tuple], *, cdf: bool = True) -> None:
+    def create(self, table: str, schema: Any, rows: list[tuple], *, cdf: bool = True) -> None:
         from delta.tables import DeltaTable
 
         builder = (
@@ -98,6 +98,16 @@ class Lakehouse:
             assert writer == "overwrite" and keys is None, "an overwrite writes back every row"
             again.write.format("delta").mode("overwrite").save(self.path(table))
         return True
+
+    def replace(self, table: str, key: Key) -> None:
+        """Drop the table and write it again at its path (a new Delta table: another table id,
+        versions from 0 again), its rows without the one of its least key."""
+        import shutil
+
+        frame = self.spark.read.format("delta").load(self.path(table))
+        rows = sorted(frame.collect(), key=lambda r: tuple(str(r[c]) for c in _columns(key)))[1:]
+        shutil.rmtree(self.path(table))
+        self.create(table, frame.schema, [tuple(r) for r in rows])
 
     def append(self, table: str, rows: list[tuple]) -> None:
         schema = self.spark.read.format("delta").load(self.path(table)).schema

@@ -30,6 +30,7 @@ from tests.histories import (
     example_lake,
     examples,
     lookup_path,
+    replaces,
     rewrites,
     rows_of,
     upserts,
@@ -69,6 +70,7 @@ random_steps = st.one_of(
     deletes("merchants", MERCHANT_KEYS),
     rewrites("products", PRODUCT_KEYS),
     rewrites("merchants", MERCHANT_KEYS),
+    replaces("merchants"),
 )
 random_batches = st.lists(random_steps, min_size=1, max_size=3).map(tuple)
 

@@ -34,9 +34,11 @@ from tests.histories import (
     apply,
     batches,
     deletes,
+    drops,
     example_lake,
     examples,
     lookup_path,
+    replaces,
     rewrites,
     rows_of,
     upserts,
@@ -196,6 +198,8 @@ chain_steps = st.one_of(
     upserts("merchants", MERCHANT_KEYS, merchant_values),
     deletes("products", PRODUCT_KEYS),
     deletes("merchants", MERCHANT_KEYS),
+    replaces("products"),
+    drops("store/views/display_products"),
 )
 DOWNSTREAM = {
     "enrich": (

@@ -26,6 +26,7 @@ from tests.histories import (
     example_lake,
     examples,
     lookup_path,
+    replaces,
     rewrites,
     rows_of,
     upserts,
@@ -110,6 +111,7 @@ rekey_steps = st.one_of(
     upserts("merchants", MERCHANT_KEYS, master_values),
     deletes("merchants", MERCHANT_KEYS),
     rewrites("merchants", MERCHANT_KEYS),
+    replaces("merchants"),
 )
 
 

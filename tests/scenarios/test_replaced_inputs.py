@@ -157,10 +157,10 @@ class OvertakenError(Exception):
 
 
 def test_a_rekey_batch_pins_the_index_version_it_wrote_when_another_run_wrote_it_too(lake, monkeypatch):
-    """Run A pins the master after m1's rename; before its state write, run B of the same batch pins
-    the next version (m2 renamed) and writes the index, then stops. A's batch commits: it must pin the index as its
-    own write left it, at A's pins (m2 still 'Bolt'), or the next batch would take m2's old name
-    from B's row and leave 'Bolt' in the output."""
+    """Run A pins the master after m1's rename; before its state write, run B of the same batch
+    pins the next version (m2 renamed) and writes the index, then stops. A's batch commits: it
+    must pin the index as its own write left it, at A's pins (m2 still 'Bolt'), or the next
+    batch would take m2's old name from B's row and leave 'Bolt' in the output."""
     lake.create("merchants", MASTERS, [("m1", "Acme", "uk", "a.png"), ("m2", "Bolt", "fr", "b.png")])
     views = """\
   merchants_by_name:
