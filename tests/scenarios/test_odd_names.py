@@ -1,13 +1,17 @@
-"""Column names that need quoting (issue 51, item 5): a column `geo.lat`, which Spark reads
-unquoted as the field `lat` of a struct `geo`, and one holding a backtick, `we`ird`, taken whole
-by each kind: fk_join's left and right columns, list_join's left columns and elements, enrich's
-facts and dimension, rekey's master. Every name reaches Spark and delta-rs through
-`delta.sql_text`.
+"""Column names that need quoting (issue 51, item 5), taken whole by each kind (fk_join's left
+and right columns, list_join's left columns and elements, enrich's facts and dimension, rekey's
+master): `geo.lat`, which Spark reads unquoted as the field `lat` of a struct `geo`, and `say"hi`,
+which delta-rs's SQL reads unquoted as the end of a name. Every name reaches Spark and delta-rs
+through `delta.sql_text`.
 
 One lakehouse for the module: a first batch of each view, then one change of every table that
 touches those columns (updates and inserts by a delta-rs MERGE, a delete by Spark, an append by
-delta-rs as in the issue), then an incremental batch of each view. After each batch the view
-equals the plain-Python recompute from scratch at its pins.
+delta-rs), then an incremental batch of each view, and a full refresh of one. After each batch
+the view equals the plain-Python recompute from scratch at its pins.
+
+Then, as in the issue, delta-rs appends with `schema_mode="merge"` a column holding a backtick,
+`we`ird`, which Delta's MERGE cannot write into an output (spec/schema_checks.py): each view's
+next run stops at its plan, saying so, and writes nothing.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ import pytest
 
 from lakejoin.delta.records import BatchMode
 from lakejoin.delta.sql_text import quoted
-from lakejoin.engine.batch import BatchOutcome
+from lakejoin.engine.batch import BatchOutcome, batch_log
+from lakejoin.errors import SpecError
 from lakejoin.sink import driver_merge, key_upsert
 from tests.lakehouse import (
     Lakehouse,
@@ -31,9 +36,9 @@ from tests.lakehouse import (
 
 pytestmark = pytest.mark.scenario
 
-ADDRESSES = "address_id STRING, street STRING, `geo.lat` DOUBLE, `we``ird` STRING"
-PARCELS = "parcel_id STRING, address_id STRING, `geo.lat` DOUBLE, `we``ird` STRING"
-PERSONS = "person_id STRING, `we``ird` STRING, address_ids ARRAY<STRING>"
+ADDRESSES = 'address_id STRING, street STRING, `geo.lat` DOUBLE, `say"hi` STRING'
+PARCELS = 'parcel_id STRING, address_id STRING, `geo.lat` DOUBLE, `say"hi` STRING'
+PERSONS = 'person_id STRING, `say"hi` STRING, address_ids ARRAY<STRING>'
 
 # Every view takes the odd columns whole (no column list); fanout 1.0 keeps the tiny tables'
 # right changes on the incremental path the batch is about.
@@ -70,9 +75,8 @@ ORACLES = {
 
 
 def upsert(lake: Lakehouse, table: str, key: str, rows: list[tuple]) -> None:
-    """Upsert `rows` with a delta-rs MERGE that names every column: Delta 4.4's
-    `whenMatchedUpdateAll` (Lakehouse.upsert) and delta-rs 1.6's `when_matched_update_all` both
-    fail on a column whose name holds a backtick."""
+    """Upsert `rows` with a delta-rs MERGE that names every column, quoted (delta-rs 1.6's
+    `when_matched_update_all` quotes none)."""
     from deltalake import DeltaTable
 
     schema = lake.spark.read.format("delta").load(lake.path(table)).schema
@@ -107,7 +111,8 @@ def settings(spark, conf: dict[str, str]):  # noqa: ANN001, ANN201 - a SparkSess
 def batches(spark, tmp_path_factory):
     """Each view's batches, as (mode, output, expected) after each: its first, then its
     incremental one, written as `WRITES` says; then a full refresh of the fk_join by Spark's
-    MERGE, as (summary, output before, output after) under "refresh"."""
+    MERGE, as (summary, output before, output after) under "refresh"; and the lake and spec
+    under "lake"."""
     from deltalake import write_deltalake
 
     lake = Lakehouse(spark, tmp_path_factory.mktemp("odd_names"))
@@ -146,7 +151,7 @@ def batches(spark, tmp_path_factory):
     before = output_rows(lake, spec, view)
     with settings(spark, {key_upsert.ENABLED: "false"}):
         refresh = lake.run(spec, view, full_refresh=True, checks=False)
-    return {**seen, "refresh": (refresh, before, output_rows(lake, spec, view))}
+    return {**seen, "refresh": (refresh, before, output_rows(lake, spec, view)), "lake": (lake, spec)}
 
 
 @pytest.mark.parametrize("view", list(ORACLES))
@@ -163,3 +168,32 @@ def test_a_full_refresh_after_the_incremental_batch_changes_no_row(batches):
     assert summary.outcome is BatchOutcome.COMMITTED and summary.mode is BatchMode.FULL_REFRESH
     assert (summary.inserted, summary.updated, summary.deleted) == (0, 0, 0)
     assert after == before
+
+
+# The setting of each view that names addresses, where its error points.
+NAMES_ADDRESSES = {
+    "parcel_addresses": "fk_join.right",
+    "person_addresses": "list_join.right",
+    "enriched_parcels": "enrich.dimensions[0]",
+    "addresses_by_street": "rekey.source",
+}
+
+
+def test_a_column_holding_a_backtick_stops_each_view_at_its_plan(batches):
+    """The issue's append: a column the views take whole, whose name Delta's MERGE cannot write."""
+    from deltalake import DeltaTable, write_deltalake
+
+    lake, spec = batches["lake"]
+    rows = DeltaTable(lake.path("addresses")).to_pyarrow_table().slice(0, 1)
+    write_deltalake(
+        lake.path("addresses"), rows.append_column("we`ird", [["x"]]), mode="append", schema_mode="merge"
+    )
+    for view in ORACLES:
+        versions = DeltaTable(spec.views[view].path).version(), len(batch_log(spec).history(view))
+        with pytest.raises(SpecError) as raised:
+            lake.run(spec, view, checks=False)
+        text = str(raised.value)
+        assert f"column 'we`ird' of {lake.path('addresses')} holds a backtick" in text, text
+        assert f"output of view '{view}'" in text and "rename it in that table" in text
+        assert raised.value.key == f"views.{view}.{NAMES_ADDRESSES[view]}" and raised.value.line
+        assert (DeltaTable(spec.views[view].path).version(), len(batch_log(spec).history(view))) == versions

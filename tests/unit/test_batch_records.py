@@ -112,8 +112,9 @@ def test_an_incompatible_schema_change_in_the_range_asks_for_a_full_refresh(text
     )
 
     assert isinstance(error, ChangesUnreadableError)
-    assert "a column of /lake/s was renamed, dropped or changed its type between versions 3 and 7" in str(error)
-    assert "--full-refresh" in str(error) and "view 'v', source 's'" in str(error)
+    said = str(error)
+    assert "a column of /lake/s was renamed, dropped or changed its type between versions 3 and 7" in said
+    assert "--full-refresh" in said and "view 'v', source 's'" in said
 
 
 def test_any_other_error_is_left_as_it_is():

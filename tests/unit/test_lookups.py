@@ -89,6 +89,57 @@ def test_duplicates_and_without_take_keys_of_two_columns(pairs):
     assert sorted(lookups.key_tuples(kept, ("tenant", "id"))) == [("a", 1), ("b", 1)]
 
 
+def test_a_key_of_a_date_and_an_id_selects_its_row(tmp_path):
+    """A tuple IN-list holds bare literals only: DATE '...' in one failed the lookup ("Only
+    identifiers and literals are supported in tuples"); the date's text is read as a date."""
+    path = str(tmp_path / "days")
+    days = [datetime.date(2026, 1, 2), datetime.date(2026, 1, 2), datetime.date(2026, 1, 3)]
+    write_deltalake(path, pa.table({"day": days, "id": [1, 2, 1], "name": ["a", "b", "c"]}))
+
+    rows = lookups.read_keys(path, 0, ("day", "id"), [(datetime.date(2026, 1, 2), 2), (days[2], 1)])
+
+    assert rows is not None and sorted(rows["name"].to_pylist()) == ["b", "c"]
+
+
+def test_lists_of_struct_elements_with_a_date_field_are_routed_on_the_driver(tmp_path):
+    from lakejoin.delta import routing
+
+    path = str(tmp_path / "visits")
+    day = datetime.date(2026, 1, 2)
+    element = pa.struct([("day", pa.date32()), ("id", pa.int64())])
+    items = pa.array([[{"day": day, "id": 1}], [{"day": day, "id": 2}]], type=pa.list_(element))
+    write_deltalake(path, pa.table({"k": [1, 2], "items": items}))
+
+    found = routing.holding_on_driver(
+        path, 0, [(day, 2)], "items", most=100, left_key=("k",), element_fields=("day", "id")
+    )
+
+    assert found == [(2,)]
+
+
+def test_the_changes_of_a_decimal_key_of_17_digits_are_its_own(tmp_path):
+    """`lakejoin explain`'s change rows of a decimal(38, 2) key, alone or part of a key of two
+    columns: as a bare number DataFusion read it as a Float64 and matched nothing (issue 51)."""
+    import decimal
+
+    from deltalake import DeltaTable
+
+    d = decimal.Decimal
+    path = str(tmp_path / "money")
+    keys = pa.array([d("12345678901234567.89"), d("12345678901234567.88")], pa.decimal128(38, 2))
+    cdf = {"delta.enableChangeDataFeed": "true"}
+    write_deltalake(path, pa.table({"t": ["a", "a"], "k": keys, "v": ["x", "y"]}), configuration=cdf)
+    DeltaTable(path).update({"v": "'z'"}, predicate="v = 'x'")
+
+    def changes(key: tuple[str, ...], value: tuple) -> list[tuple[int, str, str]]:
+        rows = lookups.read_key_changes(path, 0, 1, key, [value])
+        return [(r["_commit_version"], r["_change_type"], r["v"]) for r in rows]
+
+    wanted = [(0, "insert", "x"), (1, "update_preimage", "x"), (1, "update_postimage", "z")]
+    assert changes(("k",), (d("12345678901234567.89"),)) == wanted
+    assert changes(("t", "k"), ("a", d("12345678901234567.89"))) == wanted
+
+
 def test_only_exact_literals_are_looked_up_on_the_driver():
     assert lookups.literal_keys([(1,), ("a",), (datetime.date(2026, 1, 2),)])
     assert lookups.literal_keys([(1, "a")])

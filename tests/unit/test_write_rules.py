@@ -108,6 +108,8 @@ def test_operation_metrics_read_spark_and_delta_rs_alike(metrics, read):
         (decimal.Decimal("-12345678901234567.89"), "CAST('-12345678901234567.89' AS DECIMAL(19, 2))"),
         (decimal.Decimal("0E-10"), "CAST('0.0000000000' AS DECIMAL(10, 10))"),
         (datetime.date(2026, 1, 3), "DATE '2026-01-03'"),
+        (datetime.datetime(2026, 1, 3, 4, 5, 6, 7), "TIMESTAMP '2026-01-03T04:05:06.000007'"),  # was a DATE
+        (b"a'b", "X'612762'"),
         ("k1", "'k1'"),
         ("O'Brien", "'O''Brien'"),  # a quote doubled: a literal, not SQL
     ],
@@ -294,9 +296,7 @@ def test_a_decimal_key_of_17_digits_is_updated_and_deleted_by_the_driver_merge(t
     path = str(tmp_path / "out")
     keys = [d("12345678901234567.89"), d("12345678901234567.88"), d("1.00")]
     write_deltalake(path, pa.table({"k": pa.array(keys, money), "v": ["a", "b", "c"]}))
-    batch = pa.table(
-        {"k": pa.array(keys[:2], money), "v": ["a2", "b"], driver_merge.KEEP: [True, False]}
-    )
+    batch = pa.table({"k": pa.array(keys[:2], money), "v": ["a2", "b"], driver_merge.KEEP: [True, False]})
 
     counts = driver_merge.merge_rows(path, batch, ["k", "v"], ["k"], txn=None)
 
@@ -325,7 +325,8 @@ def test_the_driver_merge_refused_for_another_reason_than_a_conflict_says_that_r
     from deltalake.exceptions import CommitFailedError
 
     path = str(tmp_path / "out")
-    write_deltalake(path, pa.table({"k": [1, 2], "v": ["a", "b"]}), configuration={"delta.appendOnly": "true"})
+    append_only = {"delta.appendOnly": "true"}
+    write_deltalake(path, pa.table({"k": [1, 2], "v": ["a", "b"]}), configuration=append_only)
     batch = pa.table({"k": [1], "v": ["a"], driver_merge.KEEP: [False]})
 
     with pytest.raises(CommitFailedError, match="append-only") as raised:
@@ -405,12 +406,12 @@ def test_a_conflict_is_told_by_its_class_never_by_the_word_concurrent(tmp_path):
         (refused, False),  # a CommitFailedError too
         (twin("[DELTA_CONCURRENT_APPEND.WITHOUT_HINT] Transaction conflict detected."), True),
         (connect("[DELTA_METADATA_CHANGED] The metadata of the Delta table has been changed"), True),
-        (_java_error("An error occurred while calling o9.commit", *java_conflict, message="[DELTA_CONC"), True),
+        (_java_error("An error occurred while calling o9.commit", *java_conflict, message="[DELTA_"), True),
         (ConcurrentCommitError("Delta refused the upsert (ConcurrentAppendException)"), True),
         (_java_error(TRACE, "org.apache.spark.SparkException", "java.lang.Exception"), False),
         (OSError(28, "No space left on device: java.util.concurrent.ExecutionException"), False),
     ]
 
-    found = [isinstance(_concurrent(exc, 3, where="view 'v' output"), ConcurrentBatchError) for exc, _ in table]
+    found = [isinstance(_concurrent(exc, 3, where="view 'v'"), ConcurrentBatchError) for exc, _ in table]
 
     assert found == [conflict for _, conflict in table]

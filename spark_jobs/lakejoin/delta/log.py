@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta.identity import identities_from, identities_json
 from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus, last_of
-from lakejoin.delta.sql_text import literal
+from lakejoin.delta.sql_text import literal, spark_quoted
 from lakejoin.errors import BatchStateError
 
 if TYPE_CHECKING:
@@ -176,10 +176,11 @@ def _unreadable(row: dict[str, Any], path: str, exc: Exception) -> BatchStateErr
             value = row.get(column)
             where.append(f"{column} = {literal(value)}" if value is not None else f"{column} IS NULL")
             break
+    table = f"delta.{spark_quoted(path)}"
     return BatchStateError(
         f"a row lakejoin did not write cannot be read: view '{view}', batch {batch}: {what}",
         where=f"batch log {path}",
-        fix=f"delete that row (DELETE FROM delta.`{path}` WHERE {' AND '.join(where)}), or the whole "
+        fix=f"delete that row (DELETE FROM {table} WHERE {' AND '.join(where)}), or the whole "
         "batch log: lakejoin rebuilds each view's last batch from its output's commits (the older "
         "rows, the history `lakejoin status` and the reports show, are lost)",
     )

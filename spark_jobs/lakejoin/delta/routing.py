@@ -114,7 +114,7 @@ def holding_on_driver(
     from deltalake import DeltaTable, QueryBuilder
 
     from lakejoin.delta import lookups
-    from lakejoin.delta.sql_text import literal, quoted
+    from lakejoin.delta.sql_text import literal, quoted, tuple_literal
 
     if not changed_right_keys:
         return []
@@ -134,7 +134,8 @@ def holding_on_driver(
         distinct = sorted(set(changed_right_keys))
         for start in range(0, len(distinct), lookups.CHUNK):
             tuples = ", ".join(
-                "(" + ", ".join(literal(v) for v in k) + ")" for k in distinct[start : start + lookups.CHUNK]
+                "(" + ", ".join(tuple_literal(v) for v in k) + ")"
+                for k in distinct[start : start + lookups.CHUNK]
             )
             sql = (
                 f"SELECT DISTINCT {', '.join(names)} FROM (SELECT {', '.join(names)}, {fields} FROM "

@@ -49,7 +49,8 @@ def spark_columns(names: Sequence[str]) -> list[Column]:
 
 
 def literal(value: Any) -> str:
-    """A SQL literal of an integer, decimal, date or string key value."""
+    """A SQL literal of a key value (an integer, decimal, date, timestamp, binary or string),
+    typed as its column is."""
     if isinstance(value, decimal.Decimal):
         # Typed: DataFusion reads a bare 12345678901234567.89 as a Float64, which no decimal(38, 2)
         # row of that value equals (issue 51).
@@ -59,8 +60,23 @@ def literal(value: Any) -> str:
         return f"CAST('{value:f}' AS DECIMAL({precision}, {scale}))"
     if isinstance(value, int):
         return str(value)
+    if isinstance(value, datetime.datetime):  # a date too: first
+        return f"TIMESTAMP '{value.isoformat()}'"
     if isinstance(value, datetime.date):
         return f"DATE '{value.isoformat()}'"
+    return tuple_literal(value)
+
+
+def tuple_literal(value: Any) -> str:
+    """A literal DataFusion takes in a tuple, which holds no typed literal (DATE '...', a CAST):
+    a date or a timestamp as its text, which DataFusion reads as the column's type. A decimal
+    has none (`key_in` matches it part by part)."""
+    if isinstance(value, datetime.date):
+        return f"'{value.isoformat()}'"
+    if isinstance(value, bytes):
+        return f"X'{value.hex()}'"
+    if isinstance(value, (int, decimal.Decimal)):
+        return literal(value)
     return "'" + str(value).replace("'", "''") + "'"
 
 
@@ -69,5 +85,10 @@ def key_in(key: Sequence[str], values: Sequence[tuple[Any, ...]]) -> str:
     several (never a concatenation of the parts, which would match `a` + `bc` to `ab` + `c`)."""
     if len(key) == 1:
         return f"{quoted(key[0])} IN ({', '.join(literal(k[0]) for k in values)})"
-    tuples = ", ".join("(" + ", ".join(literal(v) for v in k) + ")" for k in values)
+    if any(isinstance(v, decimal.Decimal) for k in values for v in k):
+        # DataFusion takes only bare literals in a tuple, not a decimal's CAST: each key's parts
+        # are matched one by one (lookups of many keys take no decimal key, `literal_keys`).
+        matches = [[f"{quoted(c)} = {literal(v)}" for c, v in zip(key, k, strict=True)] for k in values]
+        return "(" + " OR ".join("(" + " AND ".join(parts) + ")" for parts in matches) + ")"
+    tuples = ", ".join("(" + ", ".join(tuple_literal(v) for v in k) + ")" for k in values)
     return f"({', '.join(quoted(c) for c in key)}) IN ({tuples})"

@@ -41,6 +41,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta.records import BatchMode
+from lakejoin.delta.sql_text import spark_quoted
 from lakejoin.quality.health import Health, totals
 from lakejoin.views.health_flags import HEALTH_PIN as PIN
 from lakejoin.views.health_flags import PREFIX, flag
@@ -195,7 +196,9 @@ def beside(
             [rows[c] == F.col(n) for c, n in zip(key, names, strict=True)],
             "left",
         )
-        rows = joined.select(*[rows[c] for c in rows.columns], F.col(_WAS), F.col(names[0]).alias(_HELD))
+        rows = joined.select(
+            *[rows[spark_quoted(c)] for c in rows.columns], F.col(_WAS), F.col(names[0]).alias(_HELD)
+        )
         was, held = F.coalesce(F.col(_WAS), F.lit(False)), F.col(_HELD).isNotNull()
     if carry:
         carried = F.col(flag(kept[0])).isNull() & held

@@ -30,6 +30,7 @@ from lakejoin.delta.markers import (
 )
 from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus, last_of
 from lakejoin.delta.sources import history_may_hold_changes
+from lakejoin.delta.sql_text import spark_quoted
 from lakejoin.errors import (
     BatchStateError,
     ChangeFeedMissingError,
@@ -586,7 +587,7 @@ def input_columns(
                 f"table {source.path} has no Change Data Feed, so its changes cannot be read incrementally",
                 where=_where(view, source),
                 fix=(
-                    f"ALTER TABLE delta.`{source.path}` SET TBLPROPERTIES "
+                    f"ALTER TABLE delta.{spark_quoted(source.path)} SET TBLPROPERTIES "
                     "(delta.enableChangeDataFeed = true), then run this view with --full-refresh once"
                 ),
             )

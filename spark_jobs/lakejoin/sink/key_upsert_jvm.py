@@ -225,4 +225,3 @@ def conflict(jvm: Jvm, exc: Exception) -> ConcurrentCommitError | None:
     return ConcurrentCommitError(
         f"Concurrent commit: Delta refused the upsert ({kind}): {lines[0] if lines else ''}"
     )
-

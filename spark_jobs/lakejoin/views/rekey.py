@@ -359,7 +359,7 @@ class RekeyView(ViewKindLogic):
         at_pin = ctx.read_state()
         kept = at_pin.join(touched, on=k, how="left_semi").withColumn(KEEP, F.lit(True))
         gone = touched.join(at_pin.select(*k), on=k, how="left_anti").withColumn(KEEP, F.lit(False))
-        return kept.unionByName(gone, allowMissingColumns=True).select(*update.columns)
+        return kept.unionByName(gone, allowMissingColumns=True).select(*spark_columns(update.columns))
 
     def validations(self, ctx: BatchContext, written: DataFrame) -> list[Validation]:
         import great_expectations as gx
