@@ -569,3 +569,24 @@ def health_recount(lake: Lakehouse, spec: PipelineSpec, view: str) -> dict[str, 
                 missing_any[i] |= not null_key(fk) and fk not in found
         counted = {"health.missing_dimension": sum(missing_any), "health.rows": len(facts)}
     return {"counted": counted, "logged": {k: record.metrics.get(k) for k in counted}}
+
+
+def drift(path: str, predicate: str, updates: dict[str, str] | None = None) -> None:
+    """Make the output at `path` wrong in a way its log cannot explain: an UPDATE (or, with no
+    `updates`, a DELETE) committed under the marker of its newest lakejoin batch commit, as a
+    faulty lakejoin write would be. Someone's plain edit shows in the log and recomputes the
+    view (engine/plan.replaced_inputs); this one only the audit, or the upsert's check of the
+    rows it replaces, can find."""
+    from dataclasses import replace
+
+    from deltalake import CommitProperties, DeltaTable
+
+    from lakejoin.delta.markers import PRE, BatchMarker
+
+    table = DeltaTable(path)
+    marker = next(m for c in table.history() if (m := BatchMarker.from_commit(c)) is not None)
+    stamp = CommitProperties(custom_metadata={"userMetadata": replace(marker, part=PRE).as_json()})
+    if updates is None:
+        table.delete(predicate, commit_properties=stamp)
+    else:
+        table.update(predicate=predicate, updates=updates, commit_properties=stamp)

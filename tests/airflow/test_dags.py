@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.lakehouse import fk_join_oracle
+from tests.lakehouse import drift, fk_join_oracle
 
 pytestmark = pytest.mark.airflow
 
@@ -308,11 +308,10 @@ def test_a_failing_batch_fails_its_task(airflow_home, spark):
 
 def test_nothing_new_skips_without_spark_and_a_repair_runs_from_the_form(own_pipeline, spark, capfd):
     """A run with no new source versions skips every task after reading only the Delta logs;
-    the form's full audit finds a row edited behind lakejoin's back; a repair from the form
+    the form's full audit finds a row that went wrong where the log cannot show it (a plain edit
+    shows, and recomputes the view); a repair from the form
     re-derives at the checkpoint, mends it and leaves the checkpoint where it was."""
     from airflow.utils.state import DagRunState, TaskInstanceState
-    from delta.tables import DeltaTable
-    from pyspark.sql import functions as F
 
     from lakejoin.delta.records import BatchMode
     from lakejoin.engine.batch import batch_log
@@ -333,11 +332,9 @@ def test_nothing_new_skips_without_spark_and_a_repair_runs_from_the_form(own_pip
     assert "SparkContext" not in log and "ivy" not in log.lower()
     assert "skipped" in log
 
-    DeltaTable.forPath(spark, spec.views["display_products"].path).update(
-        "product_id = 'p01'", {"display_name": F.lit("STALE")}
-    )
+    drift(spec.views["display_products"].path, "product_id = 'p01'", {"display_name": "'STALE'"})
     # The nightly check from the form: no new versions, but every key is compared, and the row
-    # edited behind lakejoin's back fails its view's task by name.
+    # that went wrong where the log cannot show it fails its view's task by name.
     audited = dag.test(run_conf={"views": ["display_products"], "audit_full": True})
     assert audited.state == DagRunState.FAILED
     assert {ti.task_id: ti.state for ti in audited.get_task_instances()}["display_products"] == (
