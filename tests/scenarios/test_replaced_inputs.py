@@ -109,6 +109,13 @@ def test_a_replaced_source_or_a_changed_output_recomputes_the_view(lake):
     DeltaTable(spec.views["display_products"].path).optimize.compact()
     assert lake.run(spec, checks=False).outcome is BatchOutcome.SKIPPED
 
+    # a RESTORE of a source is a change like any other: its change feed says what it undid
+    products = DeltaTable(lake.path("products"))
+    products.restore(products.version() - 1)  # p2 back at 2.0
+    restored = lake.run(spec, checks=False)
+    assert restored.outcome is BatchOutcome.COMMITTED and restored.mode is BatchMode.INCREMENTAL
+    assert lake.output(spec) == lake.expected(spec)
+
     # `on_input_replaced: fail` stops at the plan with the table and the command
     spec = lake.spec(extra="    on_input_replaced: fail\n")
     written_again(lake.path("merchants"), [("m1", "Acme 4", "a.png")], MERCHANT_COLUMNS)
