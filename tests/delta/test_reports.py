@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from lakejoin.engine.pipeline import ViewState, run_pipeline
 from lakejoin.errors import ExpectationSuiteError, QualityCheckError
 from lakejoin.quality import data_docs
 from tests.lakehouse import MERCHANTS, PRODUCTS, Lakehouse
@@ -39,7 +40,8 @@ PRICE_UNDER_10 = {
 @pytest.fixture(scope="module")
 def reported(spark, tmp_path_factory):
     """A shop with two committed batches (a full refresh, then an incremental one) and a user
-    suite that passes."""
+    suite that passes. The first batch runs alone and writes its pages at its commit; the
+    second runs in a run of the pipeline, whose pages are built once after its last view."""
     lake = Lakehouse(spark, tmp_path_factory.mktemp("reports"))
     expectations = lake.root / "expectations"
     (expectations / "shop").mkdir(parents=True)
@@ -53,7 +55,8 @@ def reported(spark, tmp_path_factory):
         lake.run(spec)
         lake.upsert("merchants", "merchant_id", [("m1", "Acme Inc", "a.png")])
         lake.upsert("products", "product_id", [("p3", "lid", 3.0, "m2")])
-        lake.run(spec)
+        [result] = run_pipeline(spark, spec, [VIEW], fail_fast=True)
+        assert result.state is ViewState.COMMITTED
     return lake, spec, Path(spec.state_path) / "reports"
 
 
@@ -124,9 +127,10 @@ def test_a_failed_user_expectation_stops_the_batch_and_its_page_shows_it(lake, m
     assert any(c["expectation"].endswith("_unique") for c in first["checks"]), first["checks"]
     assert not [c for c in first["checks"] if "unexpected_index_query" in (c.get("observed") or {})]
 
+    # In a run of the pipeline too, a failing batch writes its pages at once.
     lake.upsert("products", "product_id", [("p2", "gold pen", 50.0, "m1")])
     with pytest.raises(QualityCheckError, match=r"user_suite: expect_column_values_to_be_between\(") as err:
-        lake.run(spec)
+        run_pipeline(lake.spark, spec, [VIEW], fail_fast=True)
     assert "batch-000002.html" in str(err.value) and f"fix the suite {expectations}" in str(err.value)
     report = json.loads((folder / "batch-000002.json").read_text())
     assert report["success"] is False

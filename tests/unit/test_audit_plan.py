@@ -59,14 +59,28 @@ def test_every_nth_batch_takes_the_next_slice():
 
 
 def test_the_budget_keeps_the_audit_to_its_share_of_the_batch_time():
-    # An audit as long as a batch, at a budget of 0.1: every 10th batch (its own batch counts).
+    # The full refresh (batch 1) derived its rows in 0.5 s (its write does not count), so the
+    # first audit is taken to cost that: at a budget of 0.1 it waits for 5 s of batches.
+    # Then an audit as long as a batch: every 10th batch (its own batch counts).
     slices = run(FOUR, 30, ms=1000, audit_ms=1000)
     audited = [n for n, s in enumerate(slices, start=2) if s is not None]
-    assert audited == [2, 12, 22] and [s for s in slices if s is not None] == [0, 1, 2]
-    # An audit a tenth of a batch: every batch.
-    assert run(FOUR, 5, ms=1000, audit_ms=100) == [0, 1, 2, 3, 0]
+    assert audited == [7, 17, 27] and [s for s in slices if s is not None] == [0, 1, 2]
+    # An audit a tenth of a batch: every batch after the first.
+    assert run(FOUR, 10, ms=1000, audit_ms=100) == [None] * 5 + [0, 1, 2, 3, 0]
     # A bigger budget audits more often.
-    assert run(Audit(slices=4, budget=0.5), 6, ms=1000, audit_ms=1000) == [0, None, 1, None, 2, None]
+    assert run(Audit(slices=4, budget=0.5), 6, ms=1000, audit_ms=1000) == [None, 0, None, 1, None, 2]
+
+
+def test_a_small_view_pays_no_audit_on_its_first_incremental_batch():
+    """Before any audit, the view's last full refresh tells what one costs; with no full refresh
+    in the log (a log rebuilt from the outputs), the next incremental batch audits to learn it."""
+    refresh = batch(1, mode=BatchMode.FULL_REFRESH, ms=8000)  # 4 s deriving, 4 s writing
+    assert next_slice([refresh], FOUR, 2) is None
+    tiny = [refresh, *(batch(n, ms=1000) for n in range(2, 41))]  # 39 s of 1 s batches
+    assert next_slice(tiny, FOUR, 41) is None
+    assert next_slice([*tiny, batch(41, ms=1000)], FOUR, 42) == 0  # 40 s * 0.1 >= 4 s
+    assert next_slice([batch(5, ms=1000)], FOUR, 6) == 0
+    assert next_slice([], FOUR, 2) == 0
 
 
 def test_the_budget_counts_batches_that_found_nothing_new_and_not_failed_ones():

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from lakejoin.engine.batch import BatchOutcome, BatchSummary, StepCallback, run_view
 from lakejoin.errors import LakejoinError
+from lakejoin.quality.checks import pages_once_per_run
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -80,7 +81,26 @@ def run_pipeline(
     """One batch of each of `views` (run in the spec's dependency order, whatever order they
     are given in; up to `parallel` at once, see the module). `on_view(name)` is called as a
     view starts and may return its phase callback; `on_result` gets each view's result as it
-    ends, on the calling thread. The results come in the spec's order."""
+    ends, on the calling thread. The results come in the spec's order. The batches' Data Docs
+    and report pages are built once, after the last view (quality/checks.pages_once_per_run)."""
+    with pages_once_per_run(spec):
+        return _run_views(
+            spark, spec, views, full_refresh, repair, checks, fail_fast, parallel, on_view, on_result
+        )
+
+
+def _run_views(
+    spark: SparkSession,
+    spec: PipelineSpec,
+    views: Iterable[str],
+    full_refresh: bool,
+    repair: RepairRange | None,
+    checks: bool,
+    fail_fast: bool,
+    parallel: int | None,
+    on_view: Callable[[str], StepCallback | None] | None,
+    on_result: Callable[[ViewResult], None] | None,
+) -> list[ViewResult]:
     selected = set(views)
     order = [v for v in spec.view_order() if v in selected]
     width = DEFAULT_PARALLEL if parallel is None else parallel

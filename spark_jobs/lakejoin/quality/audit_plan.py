@@ -9,7 +9,10 @@ files at the version its first batch committed (engine/audit.py). Which batches 
   the last audit (their phases but the audit) times the budget reaches that audit's time. The
   audit then costs about that share of the view's batch time, at any size: a view whose audit
   takes as long as its batch audits every 10th batch, a view whose audit is cheap each one.
-  The first incremental batch audits, so the cost is known.
+  Before the first audit, its time is taken to be what the view's last full refresh spent
+  deriving its rows (`refreshed_cost`), against the batches after that refresh: a small view
+  pays no audit on its first incremental batch. A view with no full refresh in its log (a log
+  rebuilt, an upgrade) audits its next incremental batch, so the cost is known.
 A full refresh derives every key anew and counts as every slice checked. Each audit batch logs
 its slice, its differences, the number of slices and a fingerprint of how its round cut the
 keys (metrics `audit.slice`, `audit.differences`, `audit.slices`, `audit.cuts`; 0: it checked
@@ -54,17 +57,33 @@ def next_slice(history: list[BatchRecord], audit: Audit, batch_id: int) -> int |
     if audit.every is not None:
         first = next((r.batch_id for r in audited), batch_id)
         return following if (batch_id - first) % audit.every == 0 else None
-    if not audited:
+    refreshed = [r for r in history if r.status is BatchStatus.COMMITTED and r.mode is BatchMode.FULL_REFRESH]
+    if audited:  # the audit's time, against the batches' since it (its own batch's other phases too)
+        since, cost = audited[-1].batch_id, audited[-1].metrics.get(AUDIT_MS, 0)
+    elif refreshed:  # no audit yet: a slice re-derives about what the full refresh derived
+        since, cost = refreshed[-1].batch_id + 1, refreshed_cost(refreshed[-1])
+    else:
         return following
-    last = audited[-1]
     spent = sum(
         ms
         for r in history
-        if r.batch_id >= last.batch_id and r.status in _RAN
+        if r.batch_id >= since and r.status in _RAN
         for name, ms in r.metrics.items()
         if name.startswith("ms.") and name != AUDIT_MS
     )
-    return following if spent * audit.budget >= last.metrics.get(AUDIT_MS, 0) else None
+    return following if spent * audit.budget >= cost else None
+
+
+def refreshed_cost(refresh: BatchRecord) -> int:
+    """What a view's first audit is taken to cost before one has run: the milliseconds its last
+    full refresh spent deriving its rows (every phase but the plan and the write). A slice
+    derives its keys by the kind's full recompute, whose joins read whole tables (README, "The
+    audit"), so it costs about that."""
+    return sum(
+        ms
+        for name, ms in refresh.metrics.items()
+        if name.startswith("ms.") and name not in (AUDIT_MS, "ms.plan", "ms.write", "ms.commit")
+    )
 
 
 @dataclass(frozen=True)

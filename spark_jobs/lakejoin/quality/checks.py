@@ -7,9 +7,11 @@ the output table at its new version (row counts against the sources). A user sui
 
 Every batch leaves, under `<storage>/_lakejoin/reports/`: a JSON report
 (`<view>/batch-NNNNNN.json`), GE's Data Docs pages of its validations (`data_docs/`), and
-lakejoin's report pages and plots (reports.py). A failed critical check raises
-QualityCheckError before the commit, after the pages are written, naming the failed
-expectations and the report. A failed expectation of severity `warning` is reported only.
+lakejoin's report pages and plots (reports.py). The JSON report is written at the check; the
+pages of a run's passing batches are built once, after its last view (`pages_once_per_run`).
+A failed critical check raises QualityCheckError before the commit, after its pages are
+written, naming the failed expectations and the report. A failed expectation of severity
+`warning` is reported only.
 """
 
 from __future__ import annotations
@@ -17,13 +19,15 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.errors import QualityCheckError
-from lakejoin.quality.reports import reports_root, write_batch_pages
+from lakejoin.quality.reports import reports_root, write_batch_pages, write_run_pages
 from lakejoin.spec.model import Columns, PipelineSpec, View
 
 if TYPE_CHECKING:
@@ -35,9 +39,64 @@ FK_RESOLVED = "_lj_fk_resolved"
 USER_SUITE = "user_suite"
 
 log = logging.getLogger(__name__)
-# Held while a batch validates with Great Expectations and writes its pages: GX's context and
-# the pages' index are shared by the views a run has in threads (engine/pipeline.py).
+# Held while a batch validates with Great Expectations (GX's context is shared by the views a
+# run has in threads, engine/pipeline.py), and while a batch's pages are written at once.
 GX_LOCK = threading.RLock()
+
+
+@dataclass
+class _RunPages:
+    """What the passing batches of a run leave for one build after its last view: their
+    validations' Data Docs pages and their report pages (each view's last batch number, whose
+    older results `DataDocs.prune` forgets)."""
+
+    runs: list[Validated] = field(default_factory=list)
+    reports: list[Path] = field(default_factory=list)
+    batches: dict[str, int] = field(default_factory=dict)
+
+
+_RUNS: dict[str, _RunPages] = {}  # a reports folder -> its run's pages, while a run is on
+
+
+@contextmanager
+def pages_once_per_run(spec: PipelineSpec) -> Iterator[None]:
+    """Inside it, a passing batch of `spec` validates and writes its JSON report, and its Data
+    Docs and report pages (its own, its view's trends and index, the pipeline's index) are
+    built once for the whole run when the block ends: one Data Docs build and one read of the
+    batch log, not one a batch. A failing batch still writes its pages at once. Nested, the
+    outermost block builds."""
+    key = str(reports_root(spec).resolve())
+    with GX_LOCK:
+        outer = key not in _RUNS
+        if outer:
+            _RUNS[key] = _RunPages()
+    try:
+        yield
+    finally:
+        if outer:
+            with GX_LOCK:
+                pending = _RUNS.pop(key)
+            _build_run(spec, pending)
+
+
+def _build_run(spec: PipelineSpec, pending: _RunPages) -> None:
+    """The run's pages, after its last view; like every page, never why a run fails."""
+    from lakejoin.quality.data_docs import DataDocs
+
+    if pending.runs:
+        with GX_LOCK:
+            docs = DataDocs.at(reports_root(spec))
+            try:
+                for view, batch_id in pending.batches.items():
+                    docs.prune(view, batch_id)
+                docs.build(pending.runs)
+            except Exception:
+                log.exception("lakejoin: could not build the Data Docs of the run of %s", spec.name)
+    if pending.reports:
+        try:
+            write_run_pages(spec, pending.reports)
+        except Exception:
+            log.exception("lakejoin: could not write the report pages of the run of %s", spec.name)
 
 
 @dataclass(frozen=True)
@@ -146,14 +205,23 @@ def check_batch(
             docs.validate(view.name, plan.batch_id, v.scope, v.rows, v.expectations, driver=driver)
             for v in validations
         ]
-        pages = _data_docs(docs, view, plan.batch_id, runs)
-        checks = [check for run, page in zip(runs, pages, strict=True) for check in _checks(run, page)]
-        report_path = write_report(
-            spec, view, plan, checks, metrics=metrics or {}, user_suite=suite.file if suite else None
-        )
-        success = not any(c.blocking for c in checks)
-        # A passing batch's pages wait for its commit (finish_report), which knows its final counts.
-        page_path = None if success else _write_pages(spec, view, Path(report_path))
+        pending = _RUNS.get(str(reports_root(spec).resolve()))
+        pages = docs.pages(runs) if pending is not None else _data_docs(docs, view, plan.batch_id, runs)
+    checks = [check for run, page in zip(runs, pages, strict=True) for check in _checks(run, page)]
+    report_path = write_report(
+        spec, view, plan, checks, metrics=metrics or {}, user_suite=suite.file if suite else None
+    )
+    success = not any(c.blocking for c in checks)
+    page_path = None
+    if success and pending is not None:  # built with the run's (pages_once_per_run)
+        with GX_LOCK:
+            pending.runs.extend(runs)
+            pending.batches[view.name] = plan.batch_id
+    elif not success:  # a failing batch's pages at once; a passing one's wait for its commit
+        with GX_LOCK:
+            if pending is not None:
+                _data_docs(docs, view, plan.batch_id, runs)
+            page_path = _write_pages(spec, view, Path(report_path))
     report = QualityReport(success, checks, report_path, page_path)
     if not report.success:
         failed = "; ".join(
@@ -188,6 +256,10 @@ def finish_report(spec: PipelineSpec, view: View, report_path: str, metrics: dic
     payload["metrics"] = metrics
     path.write_text(json.dumps(payload, indent=2, default=str), encoding="utf-8")
     with GX_LOCK:  # the pages' index is the pipeline's
+        pending = _RUNS.get(str(reports_root(spec).resolve()))
+        if pending is not None:  # written with the run's (pages_once_per_run)
+            pending.reports.append(path)
+            return str(path.with_suffix(".html"))
         return _write_pages(spec, view, path)
 
 

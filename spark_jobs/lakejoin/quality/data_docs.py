@@ -12,6 +12,7 @@ those parts, so a result's Data Docs page is
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -66,6 +67,9 @@ class DataDocs:
         self.context = _context(root)
         self._serial = 0
         self._sources: dict[str, Any] = {}
+        # Each suite's validation definition, made once per process and run again for each batch
+        # while its expectations stay the same: (suite name, engine) -> (expectations, definition).
+        self._definitions: dict[tuple[str, str], tuple[str, Any]] = {}
         self._warned = False  # said once per process that the pages load from the network
 
     @classmethod
@@ -100,14 +104,22 @@ class DataDocs:
             data, engine = frame, "pandas"
         else:
             data, engine = (frame.toArrow().to_pandas(), "pandas") if driver else (frame, "spark")
-        suite = self.context.suites.add_or_update(gx.ExpectationSuite(name=name, expectations=expectations))
-        definition = self.context.validation_definitions.add(
-            gx.ValidationDefinition(
-                name=f"{name}.{batch_id}.{self._serial}",
-                data=self._batch_definition(engine, name),
-                suite=suite,
+        said = json.dumps([e.configuration.to_json_dict() for e in expectations], sort_keys=True, default=str)
+        made = self._definitions.get((name, engine))
+        if made is not None and made[0] == said:
+            definition = made[1]
+        else:
+            suite = self.context.suites.add_or_update(
+                gx.ExpectationSuite(name=name, expectations=expectations)
             )
-        )
+            definition = self.context.validation_definitions.add(
+                gx.ValidationDefinition(
+                    name=f"{name}.{batch_id}.{self._serial}",
+                    data=self._batch_definition(engine, name),
+                    suite=suite,
+                )
+            )
+            self._definitions[(name, engine)] = (said, definition)
         run_id = RunIdentifier(run_name=f"batch-{batch_id:06d}")
         # No "unexpected index query": to render it, GE's Spark engine analyses a filter by each
         # condition, which fails for a window (a uniqueness check) and makes Spark log an ERROR
@@ -144,8 +156,12 @@ class DataDocs:
             logger.warning("lakejoin: Data Docs pages still load from the network: %s", "; ".join(unshipped))
         return pages[: len(validated)]
 
+    def pages(self, validated: list[Validated]) -> list[str | None]:
+        """Where `build` renders each run's page (relative to the root), before it is built."""
+        return [self._page(v.key) for v in validated]
+
     def _page(self, key: Any) -> str | None:
-        urls = self.context.get_docs_sites_urls(resource_identifier=key, site_name=SITE)
+        urls = self.context.get_docs_sites_urls(resource_identifier=key, site_name=SITE, only_if_exists=False)
         if not urls or not urls[0].get("site_url"):
             return None
         page = Path(unquote(urlparse(urls[0]["site_url"]).path))

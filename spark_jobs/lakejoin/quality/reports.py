@@ -8,7 +8,9 @@ Under `<storage>/_lakejoin/reports/`:
 - `<view>/trends.svg`: lag, rows changed and duration of the view's last 30 batches, as of its
   latest report, shown on the view's pages.
 
-Each batch writes its own pages before its commit (quality/checks.check_batch); `lakejoin report SPEC`
+A batch run alone writes its pages at its commit (a failing one at its checks); a run of a
+pipeline writes the pages of its batches once, after its last view (`write_run_pages`, from
+quality/checks.pages_once_per_run), and a failing batch's at once. `lakejoin report SPEC`
 rewrites them from what is on disk and in the batch records.
 
 >>> write_reports(spec)                               # doctest: +SKIP
@@ -54,6 +56,22 @@ def write_batch_pages(spec: PipelineSpec, view: str, report: Path) -> Path:
     write_view_index(spec, view, histories.get(view, []))
     write_pipeline_index(spec, histories)
     return page
+
+
+def write_run_pages(spec: PipelineSpec, reports: list[Path]) -> Path:
+    """After a run (quality/checks.pages_once_per_run): the pages of the batches it committed,
+    the trends and index of each of their views, and the pipeline's index, from one read of
+    the batch log."""
+    histories = batch_histories(spec)
+    latest: dict[str, dict[str, Any]] = {}
+    for file in reports:
+        report = _load(file)
+        write_batch_page(spec, report)
+        latest[report["view"]] = report
+    for view, report in latest.items():
+        write_trends_of(spec, report, histories.get(view, []))
+        write_view_index(spec, view, histories.get(view, []))
+    return write_pipeline_index(spec, histories)
 
 
 def write_reports(
