@@ -34,7 +34,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
-LIMITS = {"dag": 60.0, "demo": 300.0, "ci": 40 * 60.0, "test": 25 * 60.0}
+# issue 52: a DAG run after a small change in 25 s, `make demo` after install in 150 s.
+LIMITS = {"dag": 25.0, "demo": 150.0, "ci": 40 * 60.0, "test": 25 * 60.0}
 TARGETS = {
     "dag": "a DAG run of the demo pipeline after a small change, idle machine, end to end, s",
     "demo": "make demo after install, s",
