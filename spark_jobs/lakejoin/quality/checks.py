@@ -58,6 +58,10 @@ class _RunPages:
 _RUNS: dict[str, _RunPages] = {}  # a reports folder -> its run's pages, while a run is on
 
 
+def _folder(spec: PipelineSpec) -> str:
+    return str(reports_root(spec).resolve())
+
+
 @contextmanager
 def pages_once_per_run(spec: PipelineSpec) -> Iterator[None]:
     """Inside it, a passing batch of `spec` validates and writes its JSON report, and its Data
@@ -65,7 +69,7 @@ def pages_once_per_run(spec: PipelineSpec) -> Iterator[None]:
     built once for the whole run when the block ends: one Data Docs build and one read of the
     batch log, not one a batch. A failing batch still writes its pages at once. Nested, the
     outermost block builds."""
-    key = str(reports_root(spec).resolve())
+    key = _folder(spec)
     with GX_LOCK:
         outer = key not in _RUNS
         if outer:
@@ -205,7 +209,7 @@ def check_batch(
             docs.validate(view.name, plan.batch_id, v.scope, v.rows, v.expectations, driver=driver)
             for v in validations
         ]
-        pending = _RUNS.get(str(reports_root(spec).resolve()))
+        pending = _RUNS.get(_folder(spec))
         pages = docs.pages(runs) if pending is not None else _data_docs(docs, view, plan.batch_id, runs)
     checks = [check for run, page in zip(runs, pages, strict=True) for check in _checks(run, page)]
     report_path = write_report(
@@ -256,7 +260,7 @@ def finish_report(spec: PipelineSpec, view: View, report_path: str, metrics: dic
     payload["metrics"] = metrics
     path.write_text(json.dumps(payload, indent=2, default=str), encoding="utf-8")
     with GX_LOCK:  # the pages' index is the pipeline's
-        pending = _RUNS.get(str(reports_root(spec).resolve()))
+        pending = _RUNS.get(_folder(spec))
         if pending is not None:  # written with the run's (pages_once_per_run)
             pending.reports.append(path)
             return str(path.with_suffix(".html"))
@@ -352,7 +356,7 @@ def write_report(
 def _write_pages(spec: PipelineSpec, view: View, report: Path) -> str | None:
     """The batch's report page, its view's and pipeline's index; never the reason a batch fails."""
     try:
-        return str(write_batch_pages(spec, view.name, report))
+        return str(write_batch_pages(spec, report))
     except Exception:  # a page that cannot be drawn must not stop the data: log it loudly instead
         log.exception("lakejoin: could not write the report pages of %s", report)
         return None

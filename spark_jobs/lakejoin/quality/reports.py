@@ -47,15 +47,10 @@ def reports_root(spec: PipelineSpec) -> Path:
     return Path(spec.state_path) / "reports"
 
 
-def write_batch_pages(spec: PipelineSpec, view: str, report: Path) -> Path:
+def write_batch_pages(spec: PipelineSpec, report: Path) -> Path:
     """At check time: the batch's page, its view's trends and index, and the pipeline's index."""
-    histories = batch_histories(spec)
-    latest = _load(report)
-    page = write_batch_page(spec, latest)
-    write_trends_of(spec, latest, histories.get(view, []))
-    write_view_index(spec, view, histories.get(view, []))
-    write_pipeline_index(spec, histories)
-    return page
+    write_run_pages(spec, [report])
+    return report.with_suffix(".html")
 
 
 def write_run_pages(spec: PipelineSpec, reports: list[Path]) -> Path:
