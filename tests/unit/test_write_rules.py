@@ -212,6 +212,7 @@ class Facts:
 
 DRIVER = ["one_merge", "driver_max", "driver_on", "writable"]
 SIZES = ["one_merge", "driver_max"]  # a batch above the driver's maximum asks only the sizes
+FULL = DRIVER[1:]  # a full write's differences: never listed in a Spark MERGE's condition
 
 
 @pytest.mark.parametrize(
@@ -225,11 +226,13 @@ SIZES = ["one_merge", "driver_max"]  # a batch above the driver's maximum asks o
         (20_001, False, False, Facts(), WritePath.ONE_MERGE, SIZES),
         (50, False, False, Facts(one_merge=0, driver_on=False), WritePath.ONE_MERGE, DRIVER[:3]),
         (0, False, False, Facts(), WritePath.ONE_MERGE, []),
-        (50, True, False, Facts(), WritePath.ONE_MERGE, []),
+        (50, True, False, Facts(), WritePath.DRIVER_MERGE, FULL),
+        (50, True, False, Facts(writable=False), WritePath.ONE_MERGE, FULL),
+        (20_001, True, False, Facts(), WritePath.ONE_MERGE, FULL[:1]),
         (0, True, False, Facts(), WritePath.ONE_MERGE, []),
         (0, False, True, Facts(), WritePath.NO_COMMIT, []),
         (0, True, True, Facts(), WritePath.NO_COMMIT, []),
-        (50, True, True, Facts(), WritePath.ONE_MERGE, []),
+        (50, True, True, Facts(), WritePath.DRIVER_MERGE, FULL),
         (50, False, True, Facts(), WritePath.DRIVER_MERGE, DRIVER),
         (50, False, True, Facts(driver_on=False), WritePath.FEW_KEYS_MERGE, DRIVER[:3]),
         (20_001, False, True, Facts(), WritePath.ONE_MERGE, SIZES),
@@ -243,11 +246,13 @@ SIZES = ["one_merge", "driver_max"]  # a batch above the driver's maximum asks o
         "above_the_driver_maximum",
         "few_keys_merge_off",
         "no_key_in_an_output",
-        "full_few_differences",
+        "full_few_differences_on_the_driver",
+        "full_few_differences_not_writable_by_delta_rs",
+        "full_above_the_driver_maximum",
         "full_no_difference",
         "state_no_key",
         "state_full_no_difference",
-        "state_full",
+        "state_full_few_differences_on_the_driver",
         "state_on_the_driver",
         "state_few_keys",
         "state_above_the_driver_maximum",
@@ -255,7 +260,8 @@ SIZES = ["one_merge", "driver_max"]  # a batch above the driver's maximum asks o
 )
 def test_a_batch_is_written_by_the_path_its_keys_and_table_choose(keys, full, state, facts, path, asked):
     """Each fact is asked only when the rule reaches it: delta-rs is asked to write the table
-    only for a batch the driver's MERGE would take, and a full write never goes to the driver."""
+    only for a batch the driver's MERGE would take; a full write's few differences go to the
+    driver too (a small view's fan-out fallback, issue 52)."""
     assert choose_write(keys, full=full, state=state, facts=facts) is path
     assert facts.asked == asked
 
@@ -303,6 +309,54 @@ def test_a_decimal_key_of_17_digits_is_updated_and_deleted_by_the_driver_merge(t
     assert counts == (0, 1, 1, True)
     rows = DeltaTable(path).to_pyarrow_table().to_pylist()
     assert sorted((r["k"], r["v"]) for r in rows) == [(keys[2], "c"), (keys[0], "a2")]
+
+
+def test_the_driver_merge_writes_lists_of_structs_with_the_change_feed_spark_would(tmp_path):
+    """list_join's output (a list of structs with strings, null lists and empty ones) is written
+    by the driver's MERGE too (issue 52): from a sliced Arrow table, as Spark's `toArrow` may
+    hand it; an unchanged row gives no change row, an updated one its pre- and post-image."""
+    from deltalake import DeltaTable, write_deltalake
+
+    item = pa.struct([("address_id", pa.string()), ("city", pa.string())])
+    schema = pa.schema([("k", pa.string()), ("addresses", pa.list_(item))])
+    path = str(tmp_path / "out")
+    old = [
+        {"k": "p1", "addresses": [{"address_id": "a1", "city": "Oslo"}]},
+        {"k": "p2", "addresses": None},
+        {"k": "p3", "addresses": []},
+        {"k": "p4", "addresses": [{"address_id": "a2", "city": None}]},
+    ]
+    write_deltalake(
+        path, pa.Table.from_pylist(old, schema), configuration={"delta.enableChangeDataFeed": "true"}
+    )
+    new = [
+        {"k": "pad", "addresses": [{"address_id": "zz", "city": "x" * 40}], driver_merge.KEEP: True},
+        {"k": "p1", "addresses": [{"address_id": "a1", "city": "Oslo"}], driver_merge.KEEP: True},
+        {"k": "p2", "addresses": [{"address_id": "a3", "city": "Bergen"}, None], driver_merge.KEEP: True},
+        {"k": "p3", "addresses": None, driver_merge.KEEP: False},
+        {"k": "p5", "addresses": [], driver_merge.KEEP: True},
+    ]
+    batch = pa.Table.from_pylist(new, schema.append(pa.field(driver_merge.KEEP, pa.bool_()))).slice(1)
+
+    counts = driver_merge.merge_rows(path, batch, ["k", "addresses"], ["k"], txn=("app", 1))
+
+    assert counts == (1, 1, 1, True)
+    table = DeltaTable(path)
+    rows = {r["k"]: r["addresses"] for r in table.to_pyarrow_table().to_pylist()}
+    assert rows == {
+        "p1": [{"address_id": "a1", "city": "Oslo"}],
+        "p2": [{"address_id": "a3", "city": "Bergen"}, None],
+        "p4": [{"address_id": "a2", "city": None}],
+        "p5": [],
+    }
+    feed = pa.table(table.load_cdf(starting_version=1).read_all()).to_pylist()
+    assert sorted((r["k"], r["_change_type"]) for r in feed) == [
+        ("p2", "update_postimage"),
+        ("p2", "update_preimage"),
+        ("p3", "delete"),
+        ("p5", "insert"),
+    ]
+    assert table.transaction_version("app") == 1
 
 
 def test_the_driver_merge_writes_no_decimal_column_delta_rs_cannot_keep_statistics_of():

@@ -14,8 +14,9 @@ update pre- and post-images, delete; an unchanged row is not rewritten, so it yi
 It applies only where delta-rs may write: a table whose writer features it supports (not a
 clustered table: delta-rs does not write those), with no NOT NULL column (delta-rs 1.6's MERGE
 fails that check on the rows it deletes), no decimal column of more than 15 digits (delta-rs
-keeps its statistics as a double, `exact_statistics`), and columns of atomic types. Elsewhere
-the caller takes Spark's MERGE.
+keeps its statistics as a double, `exact_statistics`), and columns of atomic types or of arrays
+and structs of them (list_join's lists). Elsewhere the caller takes Spark's MERGE, as it does
+when delta-rs fails inside the MERGE before its commit (`DriverMergeFailedError`).
 
 >>> counts = merge_on_driver(spark, path, source, ["id", "v"], ["id"], txn=("app", 3))  # doctest: +SKIP
 """
@@ -47,6 +48,13 @@ WRITABLE = {
     "generatedColumns",
 }
 KEEP = "_lj_keep"
+
+
+class DriverMergeFailedError(Exception):
+    """delta-rs failed inside the MERGE (a panic) before it committed: the table is as it was,
+    and the caller writes the batch with Spark's MERGE."""
+
+
 # Set to "false" to write every batch with Spark's MERGE.
 ENABLED = "spark.lakejoin.write.driverMerge"
 
@@ -104,10 +112,18 @@ def writable(path: str, source: DataFrame, *, most_rows: int | None = None) -> b
         TimestampType,
     )
 
-    # Not arrays or structs: delta-rs 1.6's MERGE of list<struct<..., string>> rows (list_join's
-    # output) panicked inside arrow-data (variable_size.rs, "range start index ... out of
-    # range") in the list_join property test, session 31. Those tables take Spark's MERGE.
-    if not all(isinstance(f.dataType, atomic) for f in source.schema.fields):
+    # Arrays and structs of atomic types (list_join's lists of structs): `merge_rows` rebuilds
+    # their Arrow arrays first (see there). No maps: never measured.
+    from pyspark.sql.types import ArrayType, StructType
+
+    def leaves_atomic(kind: Any) -> bool:
+        if isinstance(kind, ArrayType):
+            return leaves_atomic(kind.elementType)
+        if isinstance(kind, StructType):
+            return all(leaves_atomic(f.dataType) for f in kind.fields)
+        return isinstance(kind, atomic)
+
+    if not all(leaves_atomic(f.dataType) for f in source.schema.fields):
         return False
     table = DeltaTable(path)
     protocol = table.protocol()
@@ -201,13 +217,20 @@ def merge_rows(
     """`merge_on_driver` of `rows` already on the driver (Arrow: `columns` and `KEEP`)."""
     import pyarrow as pa
     from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
-    from deltalake.exceptions import CommitFailedError
+    from deltalake.exceptions import CommitFailedError, DeltaError
 
     table = DeltaTable(path)
     if txn is not None and (table.transaction_version(txn[0]) or -1) >= txn[1]:
         return 0, 0, 0, False
     if rows.num_rows == 0:
         return 0, 0, 0, False
+    if any(pa.types.is_nested(f.type) for f in rows.schema):
+        # delta-rs 1.6.6's MERGE of Spark's Arrow of list<struct<..., string>> (list_join's
+        # output) panicked inside arrow-data (variable_size.rs, "range start index
+        # 18446744073520397944 out of range": an offset below the buffer's start) in one of 25
+        # list_join property examples; the same rows rebuilt from their Python values passed
+        # 40 examples (session 57). A few thousand rows at most: milliseconds.
+        rows = pa.Table.from_pylist(rows.to_pylist(), schema=rows.schema)
     values = [c for c in columns if c not in key]
     t, s = quoted("t"), quoted("s")
     same_key = " AND ".join(f"({t}.{quoted(c)} = {s}.{quoted(c)})" for c in key)
@@ -253,6 +276,15 @@ def merge_rows(
             fix="run the view again: it plans from what is committed; do not run two batches of one "
             "view at once",
         ) from exc
+    except BaseException as exc:
+        # A panic inside delta-rs (a DeltaError saying so, or pyo3's PanicException): before the
+        # commit, nothing of the batch is in the table, and Spark's MERGE can write it.
+        panicked = type(exc).__name__ == "PanicException" or (
+            isinstance(exc, DeltaError) and "panicked" in str(exc)
+        )
+        if not panicked or DeltaTable(path).version() != before:
+            raise
+        raise DriverMergeFailedError(str(exc).strip().splitlines()[-1][:300]) from exc
     return (
         int(result.get("num_target_rows_inserted", 0)),
         int(result.get("num_target_rows_updated", 0)),
