@@ -212,7 +212,7 @@ class Facts:
 
 DRIVER = ["one_merge", "driver_max", "driver_on", "writable"]
 SIZES = ["one_merge", "driver_max"]  # a batch above the driver's maximum asks only the sizes
-FULL = DRIVER[1:]  # a full write's differences: never listed in a Spark MERGE's condition
+FULL = DRIVER[1:]  # a full write's differences, or no key: never listed in a Spark MERGE's condition
 
 
 @pytest.mark.parametrize(
@@ -225,11 +225,12 @@ FULL = DRIVER[1:]  # a full write's differences: never listed in a Spark MERGE's
         (5_000, False, False, Facts(writable=False), WritePath.ONE_MERGE, DRIVER),
         (20_001, False, False, Facts(), WritePath.ONE_MERGE, SIZES),
         (50, False, False, Facts(one_merge=0, driver_on=False), WritePath.ONE_MERGE, DRIVER[:3]),
-        (0, False, False, Facts(), WritePath.ONE_MERGE, []),
+        (0, False, False, Facts(), WritePath.DRIVER_MERGE, FULL),
+        (0, False, False, Facts(writable=False), WritePath.ONE_MERGE, FULL),
         (50, True, False, Facts(), WritePath.DRIVER_MERGE, FULL),
         (50, True, False, Facts(writable=False), WritePath.ONE_MERGE, FULL),
         (20_001, True, False, Facts(), WritePath.ONE_MERGE, FULL[:1]),
-        (0, True, False, Facts(), WritePath.ONE_MERGE, []),
+        (0, True, False, Facts(), WritePath.DRIVER_MERGE, FULL),
         (0, False, True, Facts(), WritePath.NO_COMMIT, []),
         (0, True, True, Facts(), WritePath.NO_COMMIT, []),
         (50, True, True, Facts(), WritePath.DRIVER_MERGE, FULL),
@@ -245,7 +246,8 @@ FULL = DRIVER[1:]  # a full write's differences: never listed in a Spark MERGE's
         "many_keys_not_writable_by_delta_rs",
         "above_the_driver_maximum",
         "few_keys_merge_off",
-        "no_key_in_an_output",
+        "no_key_in_an_output_its_commit_alone_on_the_driver",
+        "no_key_in_an_output_not_writable_by_delta_rs",
         "full_few_differences_on_the_driver",
         "full_few_differences_not_writable_by_delta_rs",
         "full_above_the_driver_maximum",
@@ -357,6 +359,34 @@ def test_the_driver_merge_writes_lists_of_structs_with_the_change_feed_spark_wou
         ("p5", "insert"),
     ]
     assert table.transaction_version("app") == 1
+
+
+def test_a_batch_of_no_key_is_its_commit_alone_from_the_driver(tmp_path):
+    """A batch whose affected keys hold nothing to write still commits its txn and marker (the
+    batch's pins): one delta-rs commit of no rows, no MERGE and no JVM (issue 52)."""
+    from deltalake import DeltaTable, write_deltalake
+
+    path = str(tmp_path / "out")
+    write_deltalake(path, pa.table({"k": [1], "v": ["a"]}))
+    nothing = pa.table(
+        {
+            "k": pa.array([], pa.int64()),
+            "v": pa.array([], pa.string()),
+            driver_merge.KEEP: pa.array([], pa.bool_()),
+        }
+    )
+
+    counts = driver_merge.merge_rows(
+        path, nothing, ["k", "v"], ["k"], txn=("app", 4), user_metadata="batch 4"
+    )
+
+    table = DeltaTable(path)
+    assert counts == (0, 0, 0, True)
+    assert table.version() == 1 and table.transaction_version("app") == 4
+    assert table.history(1)[0].get("userMetadata") == "batch 4"
+    assert table.to_pyarrow_table().to_pylist() == [{"k": 1, "v": "a"}]
+    assert driver_merge.merge_rows(path, nothing, ["k", "v"], ["k"], txn=("app", 4)) == (0, 0, 0, False)
+    assert DeltaTable(path).version() == 1  # the same batch again: already committed
 
 
 def test_the_driver_merge_writes_no_decimal_column_delta_rs_cannot_keep_statistics_of():

@@ -291,7 +291,7 @@ def _run_planned(
                 spec,
                 view,
                 plan,
-                [*kind.validations(ctx, recomputed), *([limits] if limits else [])],
+                [*kind.validations(ctx, recomputed, rebuilt), *([limits] if limits else [])],
                 rows=recomputed,
                 size=summary.recomputed_rows,
                 metrics=summary.metrics(),

@@ -94,7 +94,12 @@ def upsert_affected(
     from lakejoin.sink import key_upsert
 
     facts = _TableFacts(spark, path, recomputed, key, keys or 0)
-    if keys and keys <= facts.driver_max_keys() and facts.driver_enabled() and facts.driver_writable():
+    if (
+        keys is not None
+        and keys <= facts.driver_max_keys()
+        and facts.driver_enabled()
+        and facts.driver_writable()
+    ):
         return None
     changes = change_rows(recomputed, previous.select(*spark_columns(recomputed.columns)), key)
     return key_upsert.upsert(spark, path, changes, key, recomputed.columns, commit, note=note)

@@ -222,7 +222,7 @@ def merge_rows(
     table = DeltaTable(path)
     if txn is not None and (table.transaction_version(txn[0]) or -1) >= txn[1]:
         return 0, 0, 0, False
-    if rows.num_rows == 0:
+    if rows.num_rows == 0 and txn is None:
         return 0, 0, 0, False
     if any(pa.types.is_nested(f.type) for f in rows.schema):
         # delta-rs 1.6.6's MERGE of Spark's Arrow of list<struct<..., string>> (list_join's
@@ -251,15 +251,18 @@ def merge_rows(
     )
     before = table.version()
     try:
-        result = (
-            table.merge(rows, on, source_alias="s", target_alias="t", commit_properties=properties)
-            .when_matched_delete(predicate=f"NOT {keep}")
-            .when_matched_update(
-                {quoted(c): f"{s}.{quoted(c)}" for c in values}, predicate=f"{keep} AND ({differs})"
+        # No row (a batch whose keys hold nothing to write): no MERGE, the commit alone below.
+        result: dict[str, Any] = {}
+        if rows.num_rows:
+            result = (
+                table.merge(rows, on, source_alias="s", target_alias="t", commit_properties=properties)
+                .when_matched_delete(predicate=f"NOT {keep}")
+                .when_matched_update(
+                    {quoted(c): f"{s}.{quoted(c)}" for c in values}, predicate=f"{keep} AND ({differs})"
+                )
+                .when_not_matched_insert({quoted(c): f"{s}.{quoted(c)}" for c in columns}, predicate=keep)
+                .execute()
             )
-            .when_not_matched_insert({quoted(c): f"{s}.{quoted(c)}" for c in columns}, predicate=keep)
-            .execute()
-        )
         if txn is not None and DeltaTable(path).version() == before:
             # A MERGE that changes nothing makes no commit in delta-rs; the batch (its txn and
             # pins) still needs one: an append of no rows.

@@ -36,15 +36,16 @@ def choose_write(keys: int, *, full: bool, state: bool, facts: WriteFacts) -> Wr
     """The path of a write of `keys` keys: of a full refresh's differences (`full`), into a
     state table (`state`) or into an output. Every path is one commit.
 
-    The driver's MERGE takes a batch of at most its maximum keys (an incremental batch's, or the
-    differences a full write found), when on and the table is one delta-rs writes; a state
-    table with no key to change takes no commit (a kept state costs at most one commit a batch,
-    issue 23); Spark's MERGE takes the rest, with the keys listed in its condition when they
-    are few and the write is incremental."""
-    small = not full and 0 < keys <= facts.one_merge_max_keys()
-    few = 0 < keys <= facts.driver_max_keys()
-    if few and facts.driver_enabled() and facts.driver_writable():
-        return WritePath.DRIVER_MERGE
+    A state table with no key to change takes no commit (a kept state costs at most one commit
+    a batch, issue 23). The driver's MERGE takes a batch of at most its maximum keys (an
+    incremental batch's, the differences a full write found, or none: an output's batch commit
+    alone), when on and the table is one delta-rs writes; Spark's MERGE takes the rest, with
+    the keys listed in its condition when they are few and the write is incremental."""
     if state and keys == 0:
         return WritePath.NO_COMMIT
+    small = not full and 0 < keys <= facts.one_merge_max_keys()
+    # An output's batch of no key still commits (its txn and pins): delta-rs's empty commit.
+    few = 0 <= keys <= facts.driver_max_keys()
+    if few and facts.driver_enabled() and facts.driver_writable():
+        return WritePath.DRIVER_MERGE
     return WritePath.FEW_KEYS_MERGE if small else WritePath.ONE_MERGE

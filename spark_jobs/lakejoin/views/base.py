@@ -53,6 +53,18 @@ class Rebuilt:
     # Join health a full recompute counts itself, not per output row (rekey's masters dropped
     # for a null derived key), per measure.
     health_counts: Mapping[str, int] = field(default_factory=dict)
+    # The rows of an input the batch read for its affected keys (fk_join's right rows, enrich's
+    # dimension rows, list_join's left rows), by a name the kind chooses: its checks test the
+    # written rows against these, not against the whole input (`held_rows`).
+    held: Mapping[str, DataFrame] = field(default_factory=dict)
+
+
+def held_rows(ctx: BatchContext, rebuilt: Rebuilt, name: str, source: Source) -> DataFrame:
+    """The rows of `source` the batch holds under `name` (`Rebuilt.held`), or its pinned
+    snapshot when it holds none (a full recompute read it whole). A small batch's checks then
+    scan no input whole (issue 52)."""
+    held = rebuilt.held.get(name)
+    return held if held is not None else ctx.snapshot(source)
 
 
 class ViewKindLogic(ABC):
@@ -139,8 +151,9 @@ class ViewKindLogic(ABC):
         key, and the keys those commits touched go back to what they were at the pin."""
 
     @abstractmethod
-    def validations(self, ctx: BatchContext, written: DataFrame) -> list[Validation]:
+    def validations(self, ctx: BatchContext, written: DataFrame, rebuilt: Rebuilt) -> list[Validation]:
         """Great Expectations checks of `written`, the materialised rows the batch is about to
-        write (run before its output commit: a failing blocking check leaves nothing committed).
+        write (run before its output commit: a failing blocking check leaves nothing committed),
+        against the input rows `rebuilt` holds (`held_rows`).
         Each validation's rows are at most one per row of `written` (the checks choose their
         engine by that count)."""

@@ -41,7 +41,7 @@ from lakejoin.delta.sql_text import spark_column, spark_columns, spark_quoted
 from lakejoin.quality import checks as quality
 from lakejoin.quality.checks import Validation
 from lakejoin.spec.model import Dimension, EnrichMode, JoinHow, Key, PipelineSpec, Source, View
-from lakejoin.views.base import Rebuilt, ViewKindLogic
+from lakejoin.views.base import Rebuilt, ViewKindLogic, held_rows
 from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
 from lakejoin.views.health_flags import KEEP, flag
@@ -63,6 +63,12 @@ class DimensionRows:
     key: Key
     columns: Sequence[str]
     broadcast: bool
+
+
+def _dimension_name(index: int) -> str:
+    """The name under which a batch holds a dimension's rows (`Rebuilt.held`): by position, as
+    two dimensions may read one table through different fks."""
+    return f"dimension {index}"
 
 
 def recompute(fact_rows: DataFrame, dimensions: Sequence[DimensionRows], *, flags: bool = False) -> DataFrame:
@@ -288,6 +294,7 @@ class EnrichView(ViewKindLogic):
             bounds,
             metrics=counts,
             previous=previous,
+            held={_dimension_name(i): d.rows for i, d in enumerate(dimensions)},
         )
 
     def _dimension_rows(
@@ -345,7 +352,7 @@ class EnrichView(ViewKindLogic):
     def write_state(self, ctx: BatchContext, rebuilt: Rebuilt, *, since: int) -> None:
         """No state to write (see the module)."""
 
-    def validations(self, ctx: BatchContext, written: DataFrame) -> list[Validation]:
+    def validations(self, ctx: BatchContext, written: DataFrame, rebuilt: Rebuilt) -> list[Validation]:
         import great_expectations as gx
 
         expectations: list[Any] = quality.key_expectations(self.fact.key)
@@ -355,7 +362,8 @@ class EnrichView(ViewKindLogic):
                 continue
             flag = f"_lj_dim{i}_resolved"
             table = self.table(d)
-            rows = quality.with_key_resolution(rows, ctx.snapshot(table), d.fk, table.key, flag)
+            held = held_rows(ctx, rebuilt, _dimension_name(i), table)
+            rows = quality.with_key_resolution(rows, held, d.fk, table.key, flag)
             expectations += [
                 *(gx.expectations.ExpectColumnValuesToNotBeNull(column=c) for c in d.fk),
                 gx.expectations.ExpectColumnValuesToBeInSet(column=flag, value_set=[True]),

@@ -19,7 +19,7 @@ from lakejoin.delta.sql_text import spark_column, spark_quoted
 from lakejoin.quality import checks as quality
 from lakejoin.quality.checks import Validation
 from lakejoin.spec.model import FkJoin, JoinHow, Key, PipelineSpec, View
-from lakejoin.views.base import Rebuilt, ViewKindLogic
+from lakejoin.views.base import Rebuilt, ViewKindLogic, held_rows
 from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
 from lakejoin.views.health_flags import KEEP, flag
@@ -155,7 +155,15 @@ class FkJoinView(ViewKindLogic):
                         right_key=self.right.key,
                         right_columns=right_columns,
                     )
-                return Rebuilt(rows, affected, count, bounds, metrics=counts, previous=previous)
+                return Rebuilt(
+                    rows,
+                    affected,
+                    count,
+                    bounds,
+                    metrics=counts,
+                    previous=previous,
+                    held={self.right.name: right_rows},
+                )
         left_rows = ctx.whole_source(self.left)
         ctx.require_unique(left_rows, self.left)
         right_rows = ctx.whole_source(self.right)
@@ -245,14 +253,18 @@ class FkJoinView(ViewKindLogic):
     def write_state(self, ctx: BatchContext, rebuilt: Rebuilt, *, since: int) -> None:
         """No state to write (see the class)."""
 
-    def validations(self, ctx: BatchContext, written: DataFrame) -> list[Validation]:
+    def validations(self, ctx: BatchContext, written: DataFrame, rebuilt: Rebuilt) -> list[Validation]:
         import great_expectations as gx
 
         expectations = quality.key_expectations(self.left.key)
         rows = written
         if self.join.how is JoinHow.INNER:
             rows = quality.with_key_resolution(
-                written, ctx.snapshot(self.right), self.join.fk, self.right.key, quality.FK_RESOLVED
+                written,
+                held_rows(ctx, rebuilt, self.right.name, self.right),
+                self.join.fk,
+                self.right.key,
+                quality.FK_RESOLVED,
             )
             expectations += [
                 *(gx.expectations.ExpectColumnValuesToNotBeNull(column=c) for c in self.join.fk),

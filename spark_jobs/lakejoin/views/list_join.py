@@ -32,7 +32,7 @@ from lakejoin.delta.sql_text import spark_columns, spark_quoted
 from lakejoin.quality import checks as quality
 from lakejoin.quality.checks import Validation
 from lakejoin.spec.model import Duplicates, Key, ListJoin, PipelineSpec, View
-from lakejoin.views.base import Rebuilt, ViewKindLogic
+from lakejoin.views.base import Rebuilt, ViewKindLogic, held_rows
 from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
 from lakejoin.views.health_flags import KEEP, flag
@@ -351,7 +351,13 @@ class ListJoinView(ViewKindLogic):
             previous = self._output_rows(left_before, lists_before)
         metrics = {**counts, "composite_rows_rebuilt": rebuilt, "left_rows_carried": carried}
         return Rebuilt(
-            self._output_rows(left_rows, lists), keys, count, key_bounds, metrics=metrics, previous=previous
+            self._output_rows(left_rows, lists),
+            keys,
+            count,
+            key_bounds,
+            metrics=metrics,
+            previous=previous,
+            held={self.left.name: left_rows},
         )
 
     def _routed(
@@ -412,13 +418,13 @@ class ListJoinView(ViewKindLogic):
     def write_state(self, ctx: BatchContext, rebuilt: Rebuilt, *, since: int) -> None:
         """No state to write (see the module)."""
 
-    def validations(self, ctx: BatchContext, written: DataFrame) -> list[Validation]:
+    def validations(self, ctx: BatchContext, written: DataFrame, rebuilt: Rebuilt) -> list[Validation]:
         import great_expectations as gx
         from pyspark.sql import functions as F
 
         key = self.left.key
         names = [f"_lj_left_key{i}" for i in range(len(key))]
-        lists = ctx.snapshot(self.left).select(
+        lists = held_rows(ctx, rebuilt, self.left.name, self.left).select(
             *[F.col(c).alias(n) for c, n in zip(key, names, strict=True)],
             F.coalesce(
                 F.size(

@@ -361,7 +361,7 @@ class RekeyView(ViewKindLogic):
         gone = touched.join(at_pin.select(*k), on=k, how="left_anti").withColumn(KEEP, F.lit(False))
         return kept.unionByName(gone, allowMissingColumns=True).select(*spark_columns(update.columns))
 
-    def validations(self, ctx: BatchContext, written: DataFrame) -> list[Validation]:
+    def validations(self, ctx: BatchContext, written: DataFrame, rebuilt: Rebuilt) -> list[Validation]:
         import great_expectations as gx
 
         from lakejoin.quality import checks as quality
