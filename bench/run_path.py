@@ -3,6 +3,7 @@
     python -m bench.run_path dag  [--dags FOLDER] [--label NAME]   # a DAG run after a small change
     python -m bench.run_path demo                                  # `make demo` after install
     python -m bench.run_path ci                                    # `.ci/run` on a fresh clone
+    python -m bench.run_path views [--source TREE] [--label NAME]  # each view's small batches
 
 - `dag`: a real Airflow (api-server, scheduler with LocalExecutor, dag-processor, as
   tests/airflow_server.py starts them) on the demo's marketplace. A first run loads every key;
@@ -14,6 +15,11 @@
 - `demo`: `make demo` in this work tree, the install already done.
 - `ci`: `bash .ci/run` in a fresh clone of HEAD, with the seconds of `make test` and of the
   benchmark smoke run that `.ci/run` prints.
+- `views`: the demo's marketplace in one process, `run_pipeline` of every view (`parallel=1`,
+  as `lakejoin run --parallel 1`) for the first run and after each of the demo's change
+  batches: each view's seconds, Spark jobs and phases (`BatchSummary.phase_seconds`), gated on
+  every view equal to its recompute after each run. `--source` runs another work tree's
+  `spark_jobs` (an older commit's, for the figure before a change) with the same script.
 
 Each writes `<out>/bench/run_path.json` (the latest figures of each, by label) and
 `<out>/bench/run_path.md`, and replaces its own entries of `<out>/bench/targets.json`.
@@ -67,6 +73,75 @@ for view in spec.view_order():
         wrong.append(view)
 print(json.dumps(wrong))
 """
+
+
+VIEWS_SCRIPT = """
+import json, shutil, sys, time
+from pathlib import Path
+from lakejoin.delta.session import spark_session
+from lakejoin.demo.marketplace import CHANGE_BATCHES, create_marketplace
+from lakejoin.engine.batch import recompute_view
+from lakejoin.engine.pipeline import run_pipeline
+from lakejoin.spec.parse import load_spec
+root = Path(sys.argv[2])
+text = Path(sys.argv[1]).read_text().replace("../lakehouse", str(root / "lakehouse"))
+(root / "marketplace.yaml").write_text(text)
+spec = load_spec(str(root / "marketplace.yaml"))
+spark = spark_session(spec.spark)
+create_marketplace(spark, str(root / "lakehouse"))
+jobs = spark.sparkContext._jsc.sc().dagScheduler().nextJobId  # the next job's id: jobs started
+rounds = []
+for name, batch in [("first", None), *((f"change {i}", b) for i, b in enumerate(CHANGE_BATCHES))]:
+    if batch is not None:
+        batch.apply(spark, str(root / "lakehouse"))
+    marks = {}
+    def started(view):
+        marks[view] = [jobs(), time.monotonic()]
+    def ended(result):
+        marks[result.view] += [jobs(), time.monotonic()]
+    began = time.monotonic()
+    results = run_pipeline(spark, spec, spec.view_order(), parallel=1, on_view=started, on_result=ended)
+    seconds = time.monotonic() - began
+    views = []
+    for r in results:
+        s, m = r.summary, marks[r.view]
+        views.append({
+            "view": r.view, "state": r.state.value, "keys": s.affected_keys if s else 0,
+            "jobs": m[2] - m[0], "seconds": round(m[3] - m[1], 2),
+            "phases": {k: round(v, 2) for k, v in (s.phase_seconds if s else {}).items()},
+            "strategy": (s.notes.get("strategy", "") if s else "").split(":")[0],
+        })
+    wrong = []
+    for view in spec.view_order():
+        out = spark.read.format("delta").load(spec.views[view].path)
+        want = recompute_view(spark, spec, view).select(*out.columns)
+        if out.exceptAll(want).count() or want.exceptAll(out).count():
+            wrong.append(view)
+    rounds.append({"name": name, "seconds": round(seconds, 1), "views": views, "gate": wrong})
+print("VIEWS " + json.dumps(rounds))
+"""
+
+
+def measure_views(source: Path, label: str) -> dict[str, Any]:
+    import os
+
+    root = Path(tempfile.mkdtemp(prefix="lakejoin-views-"))
+    env = {**os.environ, "PYTHONPATH": str(source / "spark_jobs"), "GX_ANALYTICS_ENABLED": "False"}
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=source, capture_output=True, text=True
+    )
+    done = subprocess.run(
+        [PYTHON, "-c", VIEWS_SCRIPT, str(REPO / "pipelines" / "marketplace.yaml"), str(root)],
+        capture_output=True,
+        text=True,
+        cwd=source,
+        env=env,
+    )
+    shutil.rmtree(root, ignore_errors=True)
+    found = [line for line in done.stdout.splitlines() if line.startswith("VIEWS ")]
+    if done.returncode != 0 or not found:
+        raise SystemExit(f"the views' run failed:\n{done.stderr[-3000:]}")
+    return {"label": label, "commit": commit.stdout.strip(), "rounds": json.loads(found[-1][len("VIEWS ") :])}
 
 
 def _python(script: str, *args: str) -> str:
@@ -254,6 +329,8 @@ def write(out: Path, kind: str, record: dict[str, Any], commit: str) -> None:
     record["commit"] = record.get("commit") or commit
     if kind == "dag" and Path(record["dags"]) != REPO / "dags":  # another design, for comparison
         figures.setdefault("dag_compared", {})[record["label"]] = record
+    elif kind == "views":
+        figures.setdefault("views", {})[record["label"]] = record
     else:
         figures[kind] = record
     store.write_text(json.dumps(figures, indent=2) + "\n")
@@ -310,6 +387,8 @@ def markdown(figures: dict[str, Any], entries: list[dict[str, Any]]) -> str:
             f"{ci['seconds'] / 60:.1f} min at {ci['commit']} (exit {ci['exit']}): {phases}; "
             f"tests: {ci['tests']}",
         ]
+    for record in figures.get("views", {}).values():
+        lines += _views_markdown(record)
     if "demo" in figures:
         lines += [
             "",
@@ -320,21 +399,45 @@ def markdown(figures: dict[str, Any], entries: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _views_markdown(record: dict[str, Any]) -> list[str]:
+    """The views' small batches of one record: a run's seconds, then each view's."""
+    lines = [
+        "",
+        f"## Each view's batches on the demo lakehouse: {record['label']} ({record['commit']})",
+        "",
+        "| run | s | view | state | keys | jobs | s | phases (s) | gate |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in record["rounds"]:
+        gate = "exact" if not run["gate"] else "**differs: " + ", ".join(run["gate"]) + "**"
+        for i, v in enumerate(run["views"]):
+            phases = ", ".join(f"{k} {t:.2f}" for k, t in v["phases"].items() if t >= 0.05)
+            state = v["state"] + (f" ({v['strategy']})" if v["strategy"] else "")
+            head = f"| {run['name']} | {run['seconds']}" if i == 0 else "| |"
+            lines.append(
+                f"{head} | {v['view']} | {state} | {v['keys']} | {v['jobs']} | {v['seconds']:.2f} | {phases} "
+                f"| {gate if i == 0 else ''} |"
+            )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.run_path", description=__doc__.splitlines()[0])
-    parser.add_argument("kind", choices=("dag", "demo", "ci"))
+    parser.add_argument("kind", choices=("dag", "demo", "ci", "views"))
+    parser.add_argument("--source", type=Path, default=REPO, help="the work tree whose lakejoin runs (views)")
     parser.add_argument("--dags", type=Path, default=REPO / "dags", help="the DAG folder to measure (dag)")
-    parser.add_argument(
-        "--label", default="one Spark per DAG run", help="the design's name in the figures (dag)"
-    )
+    parser.add_argument("--label", default=None, help="the design's name in the figures (dag, views)")
     parser.add_argument("--out", type=Path, default=REPO / "docs")
     args = parser.parse_args(argv)
     from bench.measure import lakejoin_commit
 
     commit = lakejoin_commit()
     if args.kind == "dag":
-        record = measure_dag(args.dags.resolve(), args.label)
+        record = measure_dag(args.dags.resolve(), args.label or "one Spark per DAG run")
         bad = [r for r in record["runs"] if r["gate"] or r["state"] != "success"]
+    elif args.kind == "views":
+        record = measure_views(args.source.resolve(), args.label or "HEAD")
+        bad = [r for r in record["rounds"] if r["gate"]]
     elif args.kind == "demo":
         record, bad = measure_demo(), []
     else:
