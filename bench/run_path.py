@@ -58,31 +58,43 @@ if sys.argv[1] == "create":
 else:
     CHANGE_BATCHES[int(sys.argv[1])].apply(spark, sys.argv[2])
 """
-GATE_SCRIPT = """
+# The views of `spec` that differ from their recompute, into `wrong` (both scripts' gate).
+GATE = """
+def differing(spark, spec):
+    from lakejoin.engine.batch import recompute_view
+    wrong = []
+    for view in spec.view_order():
+        out = spark.read.format("delta").load(spec.views[view].path)
+        want = recompute_view(spark, spec, view).select(*out.columns)
+        if out.exceptAll(want).count() or want.exceptAll(out).count():
+            wrong.append(view)
+    return wrong
+"""
+GATE_SCRIPT = (
+    """
 import json, sys
-from lakejoin.engine.batch import batch_log, recompute_view
 from lakejoin.delta.session import spark_session
 from lakejoin.spec.parse import load_spec
-spark = spark_session()
-spec = load_spec(sys.argv[1])
-wrong = []
-for view in spec.view_order():
-    out = spark.read.format("delta").load(spec.views[view].path)
-    want = recompute_view(spark, spec, view).select(*out.columns)
-    if out.exceptAll(want).count() or want.exceptAll(out).count():
-        wrong.append(view)
-print(json.dumps(wrong))
 """
+    + GATE
+    + """
+spark = spark_session()
+print(json.dumps(differing(spark, load_spec(sys.argv[1]))))
+"""
+)
 
 
-VIEWS_SCRIPT = """
+VIEWS_SCRIPT = (
+    """
 import json, shutil, sys, time
 from pathlib import Path
 from lakejoin.delta.session import spark_session
 from lakejoin.demo.marketplace import CHANGE_BATCHES, create_marketplace
-from lakejoin.engine.batch import recompute_view
 from lakejoin.engine.pipeline import run_pipeline
 from lakejoin.spec.parse import load_spec
+"""
+    + GATE
+    + """
 root = Path(sys.argv[2])
 text = Path(sys.argv[1]).read_text().replace("../lakehouse", str(root / "lakehouse"))
 (root / "marketplace.yaml").write_text(text)
@@ -111,15 +123,11 @@ for name, batch in [("first", None), *((f"change {i}", b) for i, b in enumerate(
             "phases": {k: round(v, 2) for k, v in (s.phase_seconds if s else {}).items()},
             "strategy": (s.notes.get("strategy", "") if s else "").split(":")[0],
         })
-    wrong = []
-    for view in spec.view_order():
-        out = spark.read.format("delta").load(spec.views[view].path)
-        want = recompute_view(spark, spec, view).select(*out.columns)
-        if out.exceptAll(want).count() or want.exceptAll(out).count():
-            wrong.append(view)
-    rounds.append({"name": name, "seconds": round(seconds, 1), "views": views, "gate": wrong})
+    gate = differing(spark, spec)
+    rounds.append({"name": name, "seconds": round(seconds, 1), "views": views, "gate": gate})
 print("VIEWS " + json.dumps(rounds))
 """
+)
 
 
 def measure_views(source: Path, label: str) -> dict[str, Any]:
