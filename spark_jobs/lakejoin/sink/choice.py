@@ -227,13 +227,12 @@ def merge_by_key(
     chosen = choose_write(keys, full=full, state=commit is None, facts=facts)
     if chosen is WritePath.DRIVER_MERGE:
         try:
-            return replace(_merge_on_driver(spark, path, keyed, columns, key, commit), keys=keys)
+            return replace(_merge_on_driver(spark, path, keyed, columns, key, commit, keys=keys), keys=keys)
         except driver_merge.DriverMergeFailedError as exc:  # nothing committed: Spark's MERGE writes it
             log.warning(
                 "lakejoin: the driver's MERGE into %s failed (%s); Spark's MERGE writes the batch", path, exc
             )
-            small = keys <= one_merge_max_keys(spark)
-            chosen = WritePath.FEW_KEYS_MERGE if small else WritePath.ONE_MERGE
+            chosen = choose_write(keys, full=full, state=commit is None, facts=replace(facts, driver=False))
     if chosen is WritePath.NO_COMMIT:  # nothing differs: a state table takes no commit
         return MergeCounts(applied=False)
     listed = None
@@ -255,9 +254,11 @@ def _merge_on_driver(
     columns: Sequence[str],
     key: Sequence[str],
     commit: OutputCommit | None,
+    *,
+    keys: int,
 ) -> MergeCounts:
-    """The one MERGE of a batch of few keys, by delta-rs (see driver_merge.py): stamped as the
-    batch commit with `commit`, else with the `idempotent` block's txn the session is in."""
+    """The one MERGE of a batch of `keys` keys, by delta-rs (see driver_merge.py): stamped as
+    the batch commit with `commit`, else with the `idempotent` block's txn the session is in."""
     if commit is None:  # a state table: the session's txn, and its commit's metadata if it has one
         inserted, updated, deleted, applied = driver_merge.merge_on_driver(
             path,
@@ -267,6 +268,7 @@ def _merge_on_driver(
             txn=current_txn(spark),
             user_metadata=spark.conf.get(USER_METADATA, None),
             listed=key_ranges.enabled(spark),
+            empty=keys == 0,
         )
         return MergeCounts(inserted=inserted, updated=updated, deleted=deleted, applied=applied)
     marker = commit.final
@@ -278,6 +280,7 @@ def _merge_on_driver(
         txn=(commit.app, marker.txn_version),
         user_metadata=marker.as_json(),
         listed=key_ranges.enabled(spark),
+        empty=keys == 0,
     )
     return final_counts(path, commit, MergeCounts(inserted=inserted, updated=updated, deleted=deleted))
 
@@ -309,6 +312,7 @@ class _TableFacts:
     source: DataFrame
     key: Sequence[str]
     keys: int
+    driver: bool = True  # false: the driver's MERGE is not to be chosen (it failed)
 
     def one_merge_max_keys(self) -> int:
         return one_merge_max_keys(self.spark)
@@ -317,7 +321,7 @@ class _TableFacts:
         return driver_merge.max_keys(self.spark)
 
     def driver_enabled(self) -> bool:
-        return driver_merge.enabled(self.spark)
+        return self.driver and driver_merge.enabled(self.spark)
 
     def driver_writable(self) -> bool:
         return driver_merge.writable(self.path, self.source, most_rows=driver_merge.max_rows(self.spark))
