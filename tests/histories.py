@@ -113,13 +113,16 @@ def lookup_path(spark, number: int) -> Iterator[None]:  # noqa: ANN001
       one-commit upsert (sink/key_upsert.py), from the affected keys' rows at the previous pins
       the view kind derives;
     - 3: driver lookups, and the public MERGE forced, the write of every batch the upsert
-      declines."""
-    from lakejoin.delta import lookups
+      declines.
+    The change ranges are read on the driver (delta/change_feed.read_on_driver) in routes 1 and
+    2, by Spark in 0 and 3: each kind of lookup meets each read of the changes."""
+    from lakejoin.delta import change_feed, lookups
     from lakejoin.sink import key_upsert
     from lakejoin.sink.choice import ONE_MERGE_MAX_KEYS, driver_merge
 
     route = number % 4
     conf = {lookups.ENABLED: "true" if route % 2 else "false"}
+    conf |= {change_feed.DRIVER_ROWS: "1000000" if route in (1, 2) else "0"}
     if route >= 2:
         conf |= {ONE_MERGE_MAX_KEYS: "0", driver_merge.MAX_KEYS: "0"}
     if route == 3:

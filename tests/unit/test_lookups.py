@@ -247,3 +247,41 @@ def test_lists_of_struct_elements_are_routed_on_the_driver_by_every_field(tmp_pa
         )
         is None
     )  # more lists than `most`: left to Spark
+
+
+def test_a_commits_change_rows_come_from_its_metrics(tmp_path) -> None:
+    """`logged_change_rows` over delta-rs's own commits (snake-case metrics) and Spark's
+    (camel case, as strings): the rows their change feed holds, or None where the metrics
+    cannot say (an overwrite's deleted rows)."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    from lakejoin.delta.change_feed import logged_change_rows
+
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"id": [1, 2, 3]}), configuration={"delta.enableChangeDataFeed": "true"})
+    table = DeltaTable(path)
+    table.merge(
+        pa.table({"id": [3, 4]}), "s.id = t.id", source_alias="s", target_alias="t"
+    ).when_matched_update_all().when_not_matched_insert_all().execute()
+    DeltaTable(path).delete("id = 1")
+    DeltaTable(path).update(updates={"id": "id + 10"}, predicate="id = 2")
+    commits = {int(c["version"]): c for c in DeltaTable(path).history()}
+    feed = pa.table(DeltaTable(path).load_cdf(0, 3).read_all())
+    for version in range(4):
+        want = sum(1 for v in feed["_commit_version"].to_pylist() if v == version)
+        assert logged_change_rows([commits[version]]) == want
+    assert logged_change_rows(list(commits.values())) == feed.num_rows
+    write_deltalake(path, pa.table({"id": [9]}), mode="overwrite")
+    assert logged_change_rows([DeltaTable(path).history(1)[0]]) is None
+    spark_merge = {
+        "operation": "MERGE",
+        "operationMetrics": {
+            "numTargetRowsInserted": "2",
+            "numTargetRowsUpdated": "3",
+            "numTargetRowsDeleted": "1",
+        },
+    }
+    maintenance = {"operation": "OPTIMIZE", "operationMetrics": {"numRemovedFiles": "4"}}
+    assert logged_change_rows([spark_merge, maintenance]) == 9
+    assert logged_change_rows([{"operation": "RESTORE", "operationMetrics": {}}]) is None

@@ -5,7 +5,8 @@ of content")."""
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +15,9 @@ from lakejoin.errors import ChangesUnreadableError
 from lakejoin.spec.model import Columns
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 CHANGE = "_lj_change"
 VERSION = "_commit_version"
@@ -40,6 +43,118 @@ def read_change_feed(spark: SparkSession, path: str, first: int, last: int) -> D
         .option("endingVersion", last)
         .load(path)
     )
+
+
+# A source's change range of at most this many change rows, as its commits' operation metrics
+# count them, is read on the driver with delta-rs and enters Spark as a local relation; a
+# larger one, or one the metrics cannot count, is read by Spark. Spark's read of a few rows
+# costs 0.3-0.9 s and 2-3 jobs (the log replayed in the JVM, the files listed and scanned),
+# the driver's 0.01-0.05 s and none (session 58, docs/bench/micro_batch.md).
+DRIVER_ROWS = "spark.lakejoin.changes.driverMaxRows"
+DRIVER_ROWS_DEFAULT = 20_000
+# Change rows a run keeps read on the driver, for the other views that read the same range.
+KEPT_ROWS = 200_000
+
+
+def driver_rows(spark: SparkSession) -> int:
+    """Up to how many change rows a range is read on the driver (0: never)."""
+    return int(spark.conf.get(DRIVER_ROWS, None) or DRIVER_ROWS_DEFAULT)
+
+
+def logged_change_rows(commits: Sequence[Mapping[str, Any]]) -> int | None:
+    """How many Change Data Feed rows `commits` give, from their operation metrics alone (no
+    data read): an append's rows, a MERGE's inserted and deleted rows and two for each updated
+    one (its pre- and post-image), a DELETE's deleted rows, an UPDATE's two per row, none for
+    a commit that changes no row. None when a commit's metrics cannot say: an overwrite (whose
+    removed files' rows the metrics do not count), a TRUNCATE or RESTORE, a commit of another
+    operation, or a count missing. Spark's and delta-rs's names both count."""
+    from lakejoin.delta.identity import NO_ROW_OPERATIONS
+    from lakejoin.delta.markers import operation_metrics
+
+    total = 0
+    for commit in commits:
+        operation = str(commit.get("operation", ""))
+        if operation in NO_ROW_OPERATIONS:
+            continue
+        metrics = operation_metrics(dict(commit))
+        rows = _commit_rows(operation, dict(commit.get("operationParameters") or {}), metrics)
+        if rows is None:
+            return None
+        total += rows
+    return total
+
+
+def _commit_rows(operation: str, parameters: dict[str, Any], metrics: dict[str, int]) -> int | None:
+    def counted(*names: str, twice: str = "") -> int | None:
+        if any(n not in metrics for n in names) or (twice and twice not in metrics):
+            return None
+        return sum(metrics[n] for n in names) + (2 * metrics[twice] if twice else 0)
+
+    if operation in ("WRITE", "STREAMING UPDATE"):
+        mode = str(parameters.get("mode") or parameters.get("outputMode") or "")
+        if mode.strip('"') not in ("Append", "ErrorIfExists"):
+            return None  # an overwrite's deletes are its removed files' rows, which no metric counts
+        return counted("numOutputRows") if "numOutputRows" in metrics else counted("numAddedRows")
+    if operation == "CREATE TABLE AS SELECT":
+        return counted("numOutputRows")
+    if operation == "MERGE":
+        return counted("numTargetRowsInserted", "numTargetRowsDeleted", twice="numTargetRowsUpdated")
+    if operation == "DELETE":
+        return counted("numDeletedRows")
+    if operation == "UPDATE":
+        return counted(twice="numUpdatedRows")
+    return None
+
+
+# (path, the pinned commit's identity, first, last) -> the range's change rows read on the driver
+_kept: OrderedDict[tuple[str, tuple[str, ...], int, int], pa.Table] = OrderedDict()
+driver_reads = {"read": 0, "kept": 0}  # ranges read with delta-rs, and answered from `_kept`
+
+
+def read_on_driver(
+    spark: SparkSession, path: str, first: int, last: int, schema: StructType, identity: Sequence[str] = ()
+) -> DataFrame | None:
+    """Every CDF row of versions `first`..`last` of the table at `path`, read with delta-rs
+    on the driver, as a Spark local relation of `schema` (the table's at `last`) and the CDF
+    columns, as `read_change_feed` gives them. None when delta-rs does not read the range as
+    Spark would: a reader feature or column mapping it does not apply (`lookups.readable`), or
+    a schema that changed in the range (Spark reads across an added column, or refuses).
+
+    A range once read is kept for the run, by the identity of the table at `last`
+    (delta/identity.py): another view reading the same range of the same table reads no file."""
+    import pyarrow as pa
+    from deltalake import DeltaTable
+    from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+
+    from lakejoin.delta import lookups
+
+    kept_as = (path, tuple(identity), first, last)
+    rows = _kept.get(kept_as) if identity else None
+    if rows is not None:
+        driver_reads["kept"] += 1
+        _kept.move_to_end(kept_as)
+    else:
+        table = DeltaTable(path, version=last)
+        if not lookups.readable(table):
+            return None
+        before = DeltaTable(path, version=first - 1) if first > 0 else None
+        if before is not None and (not lookups.readable(before) or before.schema() != table.schema()):
+            return None
+        rows = lookups.plain(pa.table(table.load_cdf(first, last).read_all()))
+        driver_reads["read"] += 1
+        if identity:
+            _kept[kept_as] = rows
+            while sum(t.num_rows for t in _kept.values()) > KEPT_ROWS and len(_kept) > 1:
+                _kept.popitem(last=False)
+    feed = StructType(
+        [
+            *schema.fields,
+            StructField("_change_type", StringType()),
+            StructField("_commit_version", LongType()),
+            StructField("_commit_timestamp", TimestampType()),
+        ]
+    )
+    return lookups.as_spark(spark, rows, feed)
 
 
 def net_changes(change_feed: DataFrame, key: Columns) -> DataFrame:
@@ -193,6 +308,9 @@ def translate_read_error(exc: Exception, *, role: str, path: str, first: int, la
         "DELTA_MISSING_CHANGE_DATA",
         "DELTA_CHANGE_TABLE_FEED_DISABLED",
         "DELTA_TRUNCATED_TRANSACTION_LOG",
+        # delta-rs's, for a range read on the driver (read_on_driver)
+        "No such file or directory",
+        "Invalid table version",
     )
     if not any(marker in text for marker in markers):
         return exc

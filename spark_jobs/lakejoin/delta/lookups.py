@@ -112,8 +112,14 @@ def read_keys(
     if not parts:
         sql = f"SELECT {chosen} FROM t WHERE FALSE"
         parts.append(pa.table(QueryBuilder().register("t", table).execute(sql).read_all()))
-    plain = pa.schema([f.with_type(_plain(f.type)) for f in parts[0].schema])
-    return pa.concat_tables([part.cast(plain) for part in parts])
+    return pa.concat_tables([plain(part) for part in parts])
+
+
+def plain(rows: pa.Table) -> pa.Table:
+    """`rows` with string and binary views as plain strings and binaries (see `_plain`)."""
+    import pyarrow as pa
+
+    return rows.cast(pa.schema([f.with_type(_plain(f.type)) for f in rows.schema]))
 
 
 # Within one commit a key's row as the commit found it comes before its row as the commit left it.

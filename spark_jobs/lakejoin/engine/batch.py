@@ -83,6 +83,7 @@ class BatchSummary:
     start_versions: dict[str, int] = field(default_factory=dict)
     pinned_versions: dict[str, int] = field(default_factory=dict)
     changed_keys: dict[str, int] = field(default_factory=dict)
+    change_reads: dict[str, str] = field(default_factory=dict)  # per source: who read its changes
     affected_keys: int = 0
     recomputed_rows: int = 0
     inserted: int = 0
@@ -243,9 +244,20 @@ def _run_planned(
             where = ctx.where(s, plan.pinned_versions[s.name])
             # join health a kind counts from a source's changes, in the job that materialises them
             counting, counted = change_counts(kind, s.name), dict[str, Any]()
-            changes[s.name], summary.changed_keys[s.name], ctx.changed_range[s.name] = source_changes(
-                spark, s, plan, where=where, also=counting, seen=counted
+            read = source_changes(
+                spark,
+                s,
+                plan,
+                where=where,
+                pinned=ctx.snapshot,
+                also=counting,
+                seen=counted,
             )
+            changes[s.name], summary.changed_keys[s.name] = read.rows, read.count
+            ctx.changed_range[s.name] = read.bounds
+            if read.read_by:
+                summary.change_reads[s.name] = read.read_by
+                summary.notes[f"changes {s.name}"] = f"read by {read.read_by}: {read.why}"
             ctx.health_changes.update(counted_changes(kind, counted))
         ctx.changed.update(summary.changed_keys)
         unchanged = nothing_changed(plan, summary.changed_keys)

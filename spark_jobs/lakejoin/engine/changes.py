@@ -1,16 +1,27 @@
 """Step 2 of a batch: each change source's Change Data Feed over (start, pinned], collapsed to
 the net change per key. A null key fails inside the same Spark job that materialises the
-changes (an observation counts null keys), not in a scan of its own."""
+changes (an observation counts null keys), not in a scan of its own.
+
+A range whose commits' metrics count few change rows (the plan counts them from the log,
+`BatchPlan.change_rows`) is read on the driver with delta-rs, once a run for all the views that
+read it, and enters Spark as a local relation: the net change is the same Spark rule over it,
+without a file scan (delta/change_feed.read_on_driver). Other ranges are read by Spark."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta.change_feed import (
+    DRIVER_ROWS as DRIVER_ROWS_SETTING,
+)
+from lakejoin.delta.change_feed import (
+    driver_rows,
     net_changes,
     no_changes,
     read_change_feed,
+    read_on_driver,
     translate_read_error,
 )
 from lakejoin.delta.key_ranges import KeyRange, NullKeyFoundError, materialised
@@ -24,6 +35,20 @@ if TYPE_CHECKING:
 
     from lakejoin.engine.plan import BatchPlan
 
+DRIVER, SPARK = "driver", "spark"  # who read a source's change range
+
+
+@dataclass(frozen=True)
+class SourceChanges:
+    """A source's net changes in the batch, materialised: the rows, how many keys changed, their
+    range, and who read the range (`DRIVER`, `SPARK`; "" when there was none to read), and why."""
+
+    rows: DataFrame
+    count: int
+    bounds: KeyRange
+    read_by: str = ""
+    why: str = ""
+
 
 def source_changes(
     spark: SparkSession,
@@ -31,23 +56,31 @@ def source_changes(
     plan: BatchPlan,
     *,
     where: str,
+    pinned: Callable[[Source], DataFrame],
     also: Sequence[Column] = (),
     seen: dict[str, Any] | None = None,
-) -> tuple[DataFrame, int, KeyRange]:
+) -> SourceChanges:
     """The net change of every key of `source` in the plan's range, materialised once, how
     many keys changed and their range (both taken in the same job: a state write of these keys
-    reads only their range). `also`: more aggregates of the changes that job computes, into
-    `seen` (join health's, engine/health.change_counts)."""
+    reads only their range). `pinned`: the source's snapshot at the pin (its schema types a
+    range read on the driver). `also`: more aggregates of the changes that job computes, into `seen` (join
+    health's, engine/health.change_counts)."""
     first = plan.start_versions.get(source.name, -1) + 1
     last = plan.pinned_versions[source.name]
     if first > last:
-        return no_changes(snapshot(spark, source.path, last)), 0, KeyRange(source.key)
+        return SourceChanges(no_changes(snapshot(spark, source.path, last)), 0, KeyRange(source.key))
     try:
         if plan.repair_ends:
-            rows = repair_changes(spark, source, first, plan.repair_ends[source.name], last)
+            rows, read_by, why = (
+                repair_changes(spark, source, first, plan.repair_ends[source.name], last),
+                SPARK,
+                "a repair",
+            )
         else:
-            rows = net_changes(read_change_feed(spark, source.path, first, last), source.key)
-        return materialised(rows, source.key, refuse_null_keys=True, also=also, seen=seen)
+            feed, read_by, why = _feed(spark, source, plan, first, last, pinned)
+            rows = net_changes(feed, source.key)
+        done, count, bounds = materialised(rows, source.key, refuse_null_keys=True, also=also, seen=seen)
+        return SourceChanges(done, count, bounds, read_by, why)
     except NullKeyFoundError:
         whose = (
             f"whose key '{source.key[0]}' is null"
@@ -61,6 +94,42 @@ def source_changes(
         ) from None
     except Exception as exc:  # Delta raises JVM errors; keep only the ones we can explain
         raise translate_read_error(exc, role=where, path=source.path, first=first, last=last) from exc
+
+
+def _feed(
+    spark: SparkSession,
+    source: Source,
+    plan: BatchPlan,
+    first: int,
+    last: int,
+    pinned: Callable[[Source], DataFrame],
+) -> tuple[DataFrame, str, str]:
+    """The range's change feed, read on the driver when the plan counted few change rows in it
+    and delta-rs reads it as Spark would, else by Spark; who read it, and why."""
+    logged = plan.change_rows.get(source.name)
+    most = driver_rows(spark)
+    if most <= 0:
+        why = f"reads on the driver are off ({DRIVER_ROWS_SETTING} = 0)"
+    elif logged is None:
+        why = "its commits' metrics do not count its change rows"
+    elif logged > most:
+        why = f"{logged} change rows by its commits' metrics, above {most}"
+    else:
+        identity = plan.identities.get(source.name)
+        local = read_on_driver(
+            spark,
+            source.path,
+            first,
+            last,
+            pinned(source).schema,
+            identity.as_json() if identity is not None else (),
+        )
+        if local is not None:
+            return local, DRIVER, f"{logged} change rows by its commits' metrics"
+        why = (
+            "delta-rs does not read it as Spark would (a reader feature, column mapping, or a schema change)"
+        )
+    return read_change_feed(spark, source.path, first, last), SPARK, why
 
 
 def _each(key: Key) -> str:

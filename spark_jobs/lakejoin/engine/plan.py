@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lakejoin.delta.change_feed import logged_change_rows
 from lakejoin.delta.identity import Identities, TableLog, foreign_commits, replaced
 from lakejoin.delta.kept_tables import health_path, state_path
 from lakejoin.delta.log import BatchLog
@@ -87,6 +88,9 @@ class BatchPlan:
     # Which table each pin is of (delta/identity.py): the inputs at their pins, and the state
     # tables at the versions the batch starts from (the write replaces those it writes).
     identities: Identities = field(default_factory=dict, compare=False, repr=False)
+    # An incremental batch's change rows per change source, as the commits in its range count
+    # them (delta/change_feed.logged_change_rows; None: they cannot say): how its changes are read.
+    change_rows: dict[str, int | None] = field(default_factory=dict, compare=False, repr=False)
 
     def marker(
         self,
@@ -360,10 +364,29 @@ def plan_batch(
             shown = ", ".join(f"{s.name} {start[s.name]}->{pinned[s.name]}" for s in moved)
             reason = f"nothing new since {since}: only maintenance commits (VACUUM, OPTIMIZE) in {shown}"
         return Skip(reason, start, pinned)
-    return _planned(
+    planned = _planned(
         spec, view, kind, batches, BatchMode.INCREMENTAL, start, pinned, recorded, asked=False,
         identities=identities,
     )  # fmt: skip
+    if planned.mode is BatchMode.INCREMENTAL:
+        planned.change_rows.update(
+            {
+                s.name: logged_changes(tables[s.name], start.get(s.name, -1), pinned[s.name])
+                for s in kind.change_sources
+            }
+        )
+    return planned
+
+
+def logged_changes(table: TableLog | None, after: int, upto: int) -> int | None:
+    """The change rows of versions (after, upto] of a table (`table`: its log), from the
+    commits' operation metrics (None: they cannot say)."""
+    if upto <= after:
+        return 0
+    commits = table.commits_after(after) if table is not None else None
+    if commits is None:
+        return None
+    return logged_change_rows([c for c in commits if int(c["version"]) <= upto])
 
 
 def kept_tables(
