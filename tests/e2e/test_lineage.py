@@ -105,6 +105,7 @@ def test_every_batch_tells_what_it_read_and_wrote(lake, lineage_events, monkeypa
         version(paths["merchants"]),
         1,
     )
+    assert changes["readBy"] == "driver"  # one changed row: its range read with delta-rs
     written = display["outputs"][0]["outputFacets"]["lakejoin_output"]
     assert (written["mode"], written["inserted"], written["updated"], written["deleted"]) == (
         "incremental",

@@ -124,6 +124,7 @@ def summary_of() -> BatchSummary:
         mode=BatchMode.INCREMENTAL,
         pinned_versions={"products": 5, "merchants": 2},
         changed_keys={"products": 2, "merchants": 0},
+        change_reads={"products": "driver", "merchants": "spark"},
         affected_keys=3,
         inserted=1,
         updated=2,
@@ -152,7 +153,10 @@ def complete_event(spec, parent=PARENT) -> dict:  # noqa: ANN001
     ]
     summary = summary_of()
     event = lineage.event(
-        "COMPLETE", lineage._inputs(summary.changed_keys), [lineage._output(summary)], summary=summary
+        "COMPLETE",
+        lineage._inputs(summary.changed_keys, summary.change_reads),
+        [lineage._output(summary)],
+        summary=summary,
     )
     return json.loads(Serde.to_json(event))
 
@@ -173,6 +177,8 @@ def test_a_complete_event_says_what_the_batch_read_and_wrote(spec):
     assert inputs["/lake/products"]["facets"]["version"]["datasetVersion"] == "5"
     changes = inputs["/lake/products"]["inputFacets"]["lakejoin_changes"]
     assert (changes["startVersion"], changes["pinnedVersion"], changes["changedKeys"]) == (3, 5, 2)
+    assert changes["readBy"] == "driver"  # a few change rows, read with delta-rs (engine/changes.py)
+    assert inputs["/lake/merchants"]["inputFacets"]["lakejoin_changes"]["readBy"] == "spark"
     schema = inputs["/lake/products"]["facets"]["schema"]["fields"]
     assert [(f["name"], f["type"]) for f in schema] == [
         ("product_id", "long"),

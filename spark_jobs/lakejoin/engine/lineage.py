@@ -89,6 +89,7 @@ def _facet_classes() -> dict[str, type]:
         startVersion: int  # noqa: N815 - the last version read before (exclusive); -1: none
         pinnedVersion: int  # noqa: N815
         changedKeys: int | None = None  # noqa: N815 - the keys whose content changed (COMPLETE)
+        readBy: str | None = None  # noqa: N815 - who read the changes: "driver" (delta-rs), "spark"
 
         @staticmethod
         def _get_schema() -> str:
@@ -120,6 +121,7 @@ class BatchSummary(Protocol):
     output_version: int | None
     pinned_versions: dict[str, int]
     changed_keys: dict[str, int]
+    change_reads: dict[str, str]
     affected_keys: int
     inserted: int
     updated: int
@@ -211,7 +213,9 @@ class BatchLineage:
 
     def complete(self, summary: BatchSummary) -> None:
         outputs = [] if summary.output_version is None else [self._output(summary)]
-        self._emit("COMPLETE", self._inputs(summary.changed_keys), outputs, summary=summary)
+        self._emit(
+            "COMPLETE", self._inputs(summary.changed_keys, summary.change_reads), outputs, summary=summary
+        )
 
     def fail(self, error: BaseException) -> None:
         if self.client is None:
@@ -314,9 +318,11 @@ class BatchLineage:
             return "fanout_fallback"
         return self.plan.mode.value
 
-    def _inputs(self, changed: Mapping[str, int] | None) -> list[InputDataset]:
+    def _inputs(
+        self, changed: Mapping[str, int] | None, reads: Mapping[str, str] | None = None
+    ) -> list[InputDataset]:
         """Every source and upstream view the batch read, at its pin (state tables are not
-        inputs: they are the view's own)."""
+        inputs: they are the view's own); `reads`: who read each one's changes."""
         from openlineage.client.event_v2 import InputDataset
         from openlineage.client.facet_v2 import dataset_version_dataset
 
@@ -345,6 +351,7 @@ class BatchLineage:
                             startVersion=start,
                             pinnedVersion=pinned,
                             changedKeys=None if changed is None else changed.get(name),
+                            readBy=(reads or {}).get(name),
                             producer=PRODUCER,
                         )
                     },
