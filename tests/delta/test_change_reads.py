@@ -13,7 +13,14 @@ from __future__ import annotations
 import pytest
 
 from lakejoin.delta import change_feed
-from lakejoin.delta.change_feed import logged_change_rows, net_changes, read_change_feed, read_on_driver
+from lakejoin.delta.change_feed import (
+    logged_change_rows,
+    net_changes,
+    net_frame,
+    net_rows,
+    read_change_feed,
+    read_on_driver,
+)
 from lakejoin.delta.identity import TableLog
 from lakejoin.engine.pipeline import run_pipeline
 from tests.lakehouse import MERCHANTS, PRODUCTS
@@ -93,11 +100,13 @@ def test_the_driver_and_spark_read_the_same_changes(spark, tmp_path) -> None:
         # the range of this commit alone, of the last three, and of the whole history
         for first in sorted({last, max(last - 2, 1), 1}):
             spark_feed = read_change_feed(spark, path, first, last)
-            driver_feed = read_on_driver(spark, path, first, last, schema)
+            driver_feed = read_on_driver(path, first, last)
             assert driver_feed is not None, f"delta-rs declined versions {first}..{last}"
-            assert _sorted(net_changes(driver_feed, ("id",)).collect()) == _sorted(
-                net_changes(spark_feed, ("id",)).collect()
-            ), f"versions {first}..{last}"
+            # delta-rs's read netted on the driver, as a local relation, is Spark's read netted by Spark
+            driver_net = net_frame(spark, net_rows(driver_feed, ("id",)), schema)
+            assert _sorted(driver_net.collect()) == _sorted(net_changes(spark_feed, ("id",)).collect()), (
+                f"versions {first}..{last}"
+            )
             commits = [c for c in (log.commits_after(first - 1) or []) if int(c["version"]) <= last]
             logged = logged_change_rows(commits)
             if logged is not None:  # what the metrics count is what the feed holds
@@ -116,9 +125,8 @@ def test_a_schema_change_in_the_range_is_left_to_spark(spark, tmp_path) -> None:
     spark.sql(f"INSERT INTO delta.`{path}` VALUES (1, 'a')")
     spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS (w string)")
     spark.sql(f"INSERT INTO delta.`{path}` VALUES (2, 'b', 'x')")
-    schema = spark.read.format("delta").load(path).schema
-    assert read_on_driver(spark, path, 1, 3, schema) is None
-    assert read_on_driver(spark, path, 3, 3, schema) is not None
+    assert read_on_driver(path, 1, 3) is None
+    assert read_on_driver(path, 3, 3) is not None
 
 
 def test_two_views_of_one_source_in_a_run_read_its_changes_once(lake) -> None:
@@ -143,6 +151,7 @@ def test_two_views_of_one_source_in_a_run_read_its_changes_once(lake) -> None:
     assert all(
         s is not None and s.change_reads == {"products": "driver", "merchants": "driver"} for s in summaries
     )
+    assert all(s is not None and s.notes["changes products"].startswith("read by driver") for s in summaries)
     # products' and merchants' ranges read once each, the second view answered from the run's reads
     assert change_feed.driver_reads["read"] - before["read"] == 2
     assert change_feed.driver_reads["kept"] - before["kept"] == 2

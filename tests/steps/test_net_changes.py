@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from lakejoin.delta.change_feed import before_rows, net_changes, no_changes, upserts
+from lakejoin.delta.change_feed import before_rows, net_changes, net_rows, no_changes, upserts
 from tests.content import last_changes
 from tests.steps.frames import ordered, rows
 
@@ -22,6 +22,17 @@ UPDATE_CHAIN = [
     ("k", "b", PRE, 3),
     ("k", "c", POST, 3),
 ]
+
+
+def arrow_feed(changes: list[tuple], values=None):  # noqa: ANN001, ANN201 - a pyarrow type, a Table
+    """The same feed as delta-rs reads it on the driver (a pyarrow Table)."""
+    import pyarrow as pa
+
+    names = ("id", "v", "_change_type", "_commit_version")
+    types = [pa.string(), values or pa.string(), pa.string(), pa.int64()]
+    return pa.table(
+        {n: pa.array([c[i] for c in changes], t) for i, (n, t) in enumerate(zip(names, types, strict=True))}
+    )
 
 
 def feed(spark, changes: list[tuple]):
@@ -102,6 +113,15 @@ def test_each_key_nets_to_its_last_change(spark, changes, net):
 
     assert result.columns == ["id", "v", "_lj_change", "_commit_version", "_lj_before"]
     assert rows(result, "id", "v", "_lj_change", "_commit_version") == ordered(net)
+    # The driver's rule for a range read there (net_rows) gives the same rows, and the same
+    # row before the range.
+    on_driver = net_rows(arrow_feed(changes), ("id",))
+    assert ordered((r["id"], r["v"], r["_lj_change"], r["_commit_version"]) for r in on_driver) == ordered(
+        net
+    )
+    assert {r["id"]: r["_lj_before"] for r in on_driver} == {
+        r["id"]: r["_lj_before"].asDict() if r["_lj_before"] else None for r in result.collect()
+    }
     # The oracles' model of the rule says the same (tests/content.py).
     model = last_changes(
         [dict(zip(("id", "v", "_change_type", "_commit_version"), c, strict=True)) for c in changes], "id"
@@ -150,6 +170,11 @@ def test_a_rewrite_of_a_map_column_is_no_change_and_a_changed_map_is(spark):
     result = net_changes(spark.createDataFrame(changes, schema), ("id",))
 
     assert rows(result, "id", "_lj_change", "_commit_version") == [("b", "upsert", 2)]
+    import pyarrow as pa
+
+    maps = [(k, list(m.items()), kind, n) for k, m, kind, n, _ in changes]
+    on_driver = net_rows(arrow_feed(maps, pa.map_(pa.string(), pa.int32())), ("id",))
+    assert [(r["id"], r["_lj_change"], r["_commit_version"]) for r in on_driver] == [("b", "upsert", 2)]
 
 
 def test_the_upserts_of_a_net_change_are_the_rows_that_exist_at_the_pin(spark):

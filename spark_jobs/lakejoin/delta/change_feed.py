@@ -111,20 +111,17 @@ _kept: OrderedDict[tuple[str, tuple[str, ...], int, int], pa.Table] = OrderedDic
 driver_reads = {"read": 0, "kept": 0}  # ranges read with delta-rs, and answered from `_kept`
 
 
-def read_on_driver(
-    spark: SparkSession, path: str, first: int, last: int, schema: StructType, identity: Sequence[str] = ()
-) -> DataFrame | None:
-    """Every CDF row of versions `first`..`last` of the table at `path`, read with delta-rs
-    on the driver, as a Spark local relation of `schema` (the table's at `last`) and the CDF
-    columns, as `read_change_feed` gives them. None when delta-rs does not read the range as
-    Spark would: a reader feature or column mapping it does not apply (`lookups.readable`), or
-    a schema that changed in the range (Spark reads across an added column, or refuses).
+def read_on_driver(path: str, first: int, last: int, identity: Sequence[str] = ()) -> pa.Table | None:
+    """Every CDF row of versions `first`..`last` of the table at `path`, read with delta-rs on
+    the driver: the data columns, `_change_type`, `_commit_version` and `_commit_timestamp`, as
+    `read_change_feed` gives them. None when delta-rs does not read the range as Spark would: a
+    reader feature or column mapping it does not apply (`lookups.readable`), or a schema that
+    changed in the range (Spark reads across an added column, or refuses).
 
     A range once read is kept for the run, by the identity of the table at `last`
     (delta/identity.py): another view reading the same range of the same table reads no file."""
     import pyarrow as pa
     from deltalake import DeltaTable
-    from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
     from lakejoin.delta import lookups
 
@@ -133,28 +130,92 @@ def read_on_driver(
     if rows is not None:
         driver_reads["kept"] += 1
         _kept.move_to_end(kept_as)
-    else:
-        table = DeltaTable(path, version=last)
-        if not lookups.readable(table):
-            return None
-        before = DeltaTable(path, version=first - 1) if first > 0 else None
-        if before is not None and (not lookups.readable(before) or before.schema() != table.schema()):
-            return None
-        rows = lookups.plain(pa.table(table.load_cdf(first, last).read_all()))
-        driver_reads["read"] += 1
-        if identity:
-            _kept[kept_as] = rows
-            while sum(t.num_rows for t in _kept.values()) > KEPT_ROWS and len(_kept) > 1:
-                _kept.popitem(last=False)
-    feed = StructType(
+        return rows
+    table = DeltaTable(path, version=last)
+    if not lookups.readable(table):
+        return None
+    before = DeltaTable(path, version=first - 1) if first > 0 else None
+    if before is not None and (not lookups.readable(before) or before.schema() != table.schema()):
+        return None
+    rows = lookups.plain(pa.table(table.load_cdf(first, last).read_all()))
+    driver_reads["read"] += 1
+    if identity:
+        _kept[kept_as] = rows
+        while sum(t.num_rows for t in _kept.values()) > KEPT_ROWS and len(_kept) > 1:
+            _kept.popitem(last=False)
+    return rows
+
+
+def net_rows(feed: pa.Table, key: Columns) -> list[dict[str, Any]]:
+    """`net_changes`'s rule, row by row on the driver, over a change feed read there (a few
+    thousand rows at most): each key's last change of content, as a dict of the data columns,
+    `_lj_change`, `_commit_version` and `_lj_before` (a dict of the data columns, or None).
+    The same rule in the same order of steps; tests/steps/test_net_changes.py holds both to one
+    truth table, tests/delta/test_change_reads.py to Spark's on real tables, and the property
+    histories read half their batches' changes this way.
+
+    Values compare as Spark compares them there: nulls equal, NaN equal to NaN, a map by its
+    entries in order (Spark compares its JSON text)."""
+    data_columns = [c for c in feed.column_names if c not in CDF_COLUMNS]
+    by_key: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for row in feed.select([*data_columns, "_change_type", VERSION]).to_pylist():
+        row[_SIDE] = 1 if row["_change_type"] in ("insert", "update_postimage") else 0
+        by_key.setdefault(tuple(row[c] for c in key), []).append(row)
+    net = []
+    for rows in by_key.values():
+        rows.sort(key=lambda r: (r[VERSION], r[_SIDE]))
+        first = rows[0]
+        found = {c: first[c] for c in data_columns} if first[_SIDE] == 0 else None
+        latest = None
+        for i, row in enumerate(rows):
+            if row[_SIDE] == 1:  # unchanged when this commit's row as it found it is equal
+                was = rows[i - 1] if i else None
+                changed = not (
+                    was is not None
+                    and (was[VERSION], was[_SIDE]) == (row[VERSION], 0)
+                    and all(_equal(was[c], row[c]) for c in data_columns)
+                )
+            else:  # a delete or pre-image: the commit's new row of the key decides
+                after = rows[i + 1] if i + 1 < len(rows) else None
+                changed = not (after is not None and (after[VERSION], after[_SIDE]) == (row[VERSION], 1))
+            if changed:
+                latest = row
+        if latest is not None:
+            kind = ChangeKind.DELETE if latest[_SIDE] == 0 else ChangeKind.UPSERT
+            net.append(
+                {
+                    **{c: latest[c] for c in data_columns},
+                    CHANGE: kind.value,
+                    VERSION: int(latest[VERSION]),
+                    BEFORE: found,
+                }
+            )
+    return net
+
+
+def _equal(a: Any, b: Any) -> bool:
+    return a == b or (isinstance(a, float) and isinstance(b, float) and a != a and b != b)
+
+
+def net_frame(spark: SparkSession, net: Sequence[Mapping[str, Any]], schema: StructType) -> DataFrame:
+    """Net changes found on the driver (`net_rows`) of a source of `schema` (its columns at the
+    pin), as a Spark local relation with the columns `net_changes` gives."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from lakejoin.delta import lookups
+
+    columns = StructType(
         [
             *schema.fields,
-            StructField("_change_type", StringType()),
-            StructField("_commit_version", LongType()),
-            StructField("_commit_timestamp", TimestampType()),
+            StructField(CHANGE, StringType()),
+            StructField(VERSION, LongType()),
+            StructField(BEFORE, StructType(list(schema.fields))),
         ]
     )
-    return lookups.as_spark(spark, rows, feed)
+    rows = pa.Table.from_pylist(list(net), schema=to_arrow_schema(columns))
+    return lookups.as_spark(spark, rows, columns)
 
 
 def net_changes(change_feed: DataFrame, key: Columns) -> DataFrame:

@@ -255,6 +255,8 @@ def _run_planned(
             )
             changes[s.name], summary.changed_keys[s.name] = read.rows, read.count
             ctx.changed_range[s.name] = read.bounds
+            if read.keys is not None:  # the keys are on the driver already: no job collects them
+                ctx.know_keys(read.rows, s.key, read.keys)
             if read.read_by:
                 summary.change_reads[s.name] = read.read_by
                 summary.notes[f"changes {s.name}"] = f"read by {read.read_by}: {read.why}"

@@ -19,19 +19,24 @@ from lakejoin.delta.change_feed import (
 from lakejoin.delta.change_feed import (
     driver_rows,
     net_changes,
+    net_frame,
+    net_rows,
     no_changes,
     read_change_feed,
     read_on_driver,
     translate_read_error,
 )
 from lakejoin.delta.key_ranges import KeyRange, NullKeyFoundError, materialised
+from lakejoin.delta.key_ranges import enabled as key_ranges_enabled
 from lakejoin.delta.sources import snapshot
 from lakejoin.engine.repair import repair_changes
 from lakejoin.errors import NullKeyError
 from lakejoin.spec.model import Key, Source, shown
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
     from lakejoin.engine.plan import BatchPlan
 
@@ -41,13 +46,15 @@ DRIVER, SPARK = "driver", "spark"  # who read a source's change range
 @dataclass(frozen=True)
 class SourceChanges:
     """A source's net changes in the batch, materialised: the rows, how many keys changed, their
-    range, and who read the range (`DRIVER`, `SPARK`; "" when there was none to read), and why."""
+    range, who read the range (`DRIVER`, `SPARK`; "" when there was none to read) and why, and
+    the changed keys when they are on the driver already (a range read there: None otherwise)."""
 
     rows: DataFrame
     count: int
     bounds: KeyRange
     read_by: str = ""
     why: str = ""
+    keys: list[tuple[Any, ...]] | None = None
 
 
 def source_changes(
@@ -63,22 +70,24 @@ def source_changes(
     """The net change of every key of `source` in the plan's range, materialised once, how
     many keys changed and their range (both taken in the same job: a state write of these keys
     reads only their range). `pinned`: the source's snapshot at the pin (its schema types a
-    range read on the driver). `also`: more aggregates of the changes that job computes, into `seen` (join
-    health's, engine/health.change_counts)."""
+    range read on the driver). `also`: more aggregates of the changes that job computes, into
+    `seen` (join health's, engine/health.change_counts).
+
+    A range read on the driver is netted there (`change_feed.net_rows`) and enters Spark as a
+    local relation: no Spark job, but one for `also` when a kind counts join health from it."""
     first = plan.start_versions.get(source.name, -1) + 1
     last = plan.pinned_versions[source.name]
     if first > last:
         return SourceChanges(no_changes(snapshot(spark, source.path, last)), 0, KeyRange(source.key))
     try:
         if plan.repair_ends:
-            rows, read_by, why = (
-                repair_changes(spark, source, first, plan.repair_ends[source.name], last),
-                SPARK,
-                "a repair",
-            )
+            rows = repair_changes(spark, source, first, plan.repair_ends[source.name], last)
+            read_by, why = SPARK, "a repair"
         else:
-            feed, read_by, why = _feed(spark, source, plan, first, last, pinned)
-            rows = net_changes(feed, source.key)
+            local, why = _driver_feed(spark, source, plan, first, last)
+            if local is not None:
+                return _netted_on_driver(spark, source, local, pinned(source).schema, why, also, seen)
+            rows, read_by = net_changes(read_change_feed(spark, source.path, first, last), source.key), SPARK
         done, count, bounds = materialised(rows, source.key, refuse_null_keys=True, also=also, seen=seen)
         return SourceChanges(done, count, bounds, read_by, why)
     except NullKeyFoundError:
@@ -96,40 +105,57 @@ def source_changes(
         raise translate_read_error(exc, role=where, path=source.path, first=first, last=last) from exc
 
 
-def _feed(
-    spark: SparkSession,
-    source: Source,
-    plan: BatchPlan,
-    first: int,
-    last: int,
-    pinned: Callable[[Source], DataFrame],
-) -> tuple[DataFrame, str, str]:
-    """The range's change feed, read on the driver when the plan counted few change rows in it
-    and delta-rs reads it as Spark would, else by Spark; who read it, and why."""
+def _driver_feed(
+    spark: SparkSession, source: Source, plan: BatchPlan, first: int, last: int
+) -> tuple[pa.Table | None, str]:
+    """The range's change feed read on the driver when the plan counted few change rows in it
+    and delta-rs reads it as Spark would (None: Spark reads it), and why."""
     logged = plan.change_rows.get(source.name)
     most = driver_rows(spark)
     if most <= 0:
-        why = f"reads on the driver are off ({DRIVER_ROWS_SETTING} = 0)"
-    elif logged is None:
-        why = "its commits' metrics do not count its change rows"
-    elif logged > most:
-        why = f"{logged} change rows by its commits' metrics, above {most}"
-    else:
-        identity = plan.identities.get(source.name)
-        local = read_on_driver(
-            spark,
-            source.path,
-            first,
-            last,
-            pinned(source).schema,
-            identity.as_json() if identity is not None else (),
+        return None, f"reads on the driver are off ({DRIVER_ROWS_SETTING} = 0)"
+    if logged is None:
+        return None, "its commits' metrics do not count its change rows"
+    if logged > most:
+        return None, f"{logged} change rows by its commits' metrics, above {most}"
+    identity = plan.identities.get(source.name)
+    local = read_on_driver(source.path, first, last, identity.as_json() if identity is not None else ())
+    if local is None:
+        return (
+            None,
+            "delta-rs does not read it as Spark would (a reader feature, column mapping, or a schema change)",
         )
-        if local is not None:
-            return local, DRIVER, f"{logged} change rows by its commits' metrics"
-        why = (
-            "delta-rs does not read it as Spark would (a reader feature, column mapping, or a schema change)"
-        )
-    return read_change_feed(spark, source.path, first, last), SPARK, why
+    return local, f"{logged} change rows by its commits' metrics"
+
+
+def _netted_on_driver(
+    spark: SparkSession,
+    source: Source,
+    feed: pa.Table,
+    schema: StructType,
+    why: str,
+    also: Sequence[Column],
+    seen: dict[str, Any] | None,
+) -> SourceChanges:
+    """`materialised`'s figures of a net change found on the driver, counted there."""
+    key = tuple(source.key)
+    net = net_rows(feed, key)
+    keys = [tuple(row[c] for c in key) for row in net]
+    nulls = sum(1 for k in keys if any(v is None for v in k))
+    if nulls:
+        raise NullKeyFoundError(nulls)
+    frame = net_frame(spark, net, schema)
+    if also:
+        found = frame.agg(*also).first()
+        if seen is not None and found is not None:
+            seen.update(found.asDict())
+    bounds = KeyRange(key)
+    if keys and key_ranges_enabled(spark):
+        ends = {}
+        for i in range(len(key)):
+            ends[f"_lj_lo{i}"], ends[f"_lj_hi{i}"] = min(k[i] for k in keys), max(k[i] for k in keys)
+        bounds = KeyRange.from_row(frame, key, ends)
+    return SourceChanges(frame, len(net), bounds, DRIVER, why, keys)
 
 
 def _each(key: Key) -> str:

@@ -218,6 +218,11 @@ class BatchContext:
             self._values[id(frame), key] = values if lookups.literal_keys(values) else None
         return self._values[id(frame), key]
 
+    def know_keys(self, frame: DataFrame, key: Key, values: list[tuple[Any, ...]]) -> None:
+        """`frame`'s keys, found on the driver with it (engine/changes.py): `key_values` then
+        collects none."""
+        self._values[id(frame), key] = values if lookups.literal_keys(values) else None
+
     def changed_on_driver(
         self, changes: Mapping[str, DataFrame], right: Source, left: Source
     ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]] | None:
