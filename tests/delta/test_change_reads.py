@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import pytest
 
-from lakejoin.delta import change_feed
 from lakejoin.delta.change_feed import (
     logged_change_rows,
     net_changes,
@@ -22,8 +21,6 @@ from lakejoin.delta.change_feed import (
     read_on_driver,
 )
 from lakejoin.delta.identity import TableLog
-from lakejoin.engine.pipeline import run_pipeline
-from tests.lakehouse import MERCHANTS, PRODUCTS
 
 pytestmark = pytest.mark.delta
 
@@ -127,33 +124,3 @@ def test_a_schema_change_in_the_range_is_left_to_spark(spark, tmp_path) -> None:
     spark.sql(f"INSERT INTO delta.`{path}` VALUES (2, 'b', 'x')")
     assert read_on_driver(path, 1, 3) is None
     assert read_on_driver(path, 3, 3) is not None
-
-
-def test_two_views_of_one_source_in_a_run_read_its_changes_once(lake) -> None:
-    lake.create("merchants", MERCHANTS, [("m1", "Acme", "a.png"), ("m2", "Bolt", "b.png")])
-    lake.create("products", PRODUCTS, [("p1", "pen", 1.0, "m1"), ("p2", "cup", 2.0, "m2")])
-    spec = lake.spec(
-        extra="""\
-  priced_products:
-    fk_join: {left: products, right: merchants, fk: merchant_id, how: inner,
-              right_columns: [display_name], fanout_threshold: 1.0}
-    audit: off
-"""
-    )
-    views = ["display_products", "priced_products"]
-    run_pipeline(lake.spark, spec, views, parallel=1)
-    lake.upsert("products", "product_id", [("p1", "pen", 1.5, "m1"), ("p3", "ink", 3.0, "m2")])
-    lake.upsert("merchants", "merchant_id", [("m2", "Bolt & Co", "b.png")])
-    before = dict(change_feed.driver_reads)
-    results = run_pipeline(lake.spark, spec, views, parallel=1)
-
-    summaries = [r.summary for r in results]
-    assert all(
-        s is not None and s.change_reads == {"products": "driver", "merchants": "driver"} for s in summaries
-    )
-    assert all(s is not None and s.notes["changes products"].startswith("read by driver") for s in summaries)
-    # products' and merchants' ranges read once each, the second view answered from the run's reads
-    assert change_feed.driver_reads["read"] - before["read"] == 2
-    assert change_feed.driver_reads["kept"] - before["kept"] == 2
-    for view in views:
-        assert lake.output(spec, view) == lake.expected(spec, view)

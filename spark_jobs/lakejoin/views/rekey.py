@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
+from lakejoin.delta import lookups
 from lakejoin.delta.change_feed import CHANGE, VERSION, ChangeKind, net_changes, null_key, read_change_feed
 from lakejoin.delta.key_ranges import materialised
 from lakejoin.delta.sql_text import spark_columns
@@ -37,12 +38,13 @@ from lakejoin.quality.checks import Validation
 from lakejoin.sink.choice import KEEP
 from lakejoin.sink.keyed_tables import schema_drift
 from lakejoin.spec.model import Key, OnConflict, PipelineSpec, View, quoted, shown
-from lakejoin.views.base import Rebuilt, ViewKindLogic
+from lakejoin.views.base import Rebuilt, ViewKindLogic, held_rows
 from lakejoin.views.context import STATE, BatchContext, shown_value
 from lakejoin.views.health_flags import KEEP as FLAG_KEEP
 from lakejoin.views.health_flags import flag
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 SINCE = "_lj_version"  # the commit version of a master row's last change of content
@@ -154,6 +156,7 @@ class RekeyView(ViewKindLogic):
         v, k = self.rekey.key, self.master.key
         vk = [*v, *(c for c in k if c not in v)]  # the claim's key columns, once each
         columns, index_columns = self._columns(ctx.schemas), self._index_columns(ctx.schemas)
+        held: dict[str, DataFrame] = {}  # the master rows of the claims, when listed on the driver
         # Masters without a derived key (a null in any of its columns) are counted by an
         # observation on the job that materialises the rows anyway, not by a count of their own.
         dropped = Observation()
@@ -191,9 +194,22 @@ class RekeyView(ViewKindLogic):
             )
             derived = affected.select(*v).distinct()
             unchanged = None
-            if masters is not None and listed is not None and self.resolution is not Resolution.EVERY_CLAIM:
-                claimed = [tuple(row) for row in derived.collect()]
-                unchanged = self._index_on_driver(ctx, index, v, claimed, excluding=(k, masters))
+            if masters is not None and listed is not None:
+                # The masters of the claims written, which the check looks for in the master
+                # table: the changed ones are in the batch's changes, the others are read on
+                # the driver with the index rows that name them (no scan of the master whole).
+                claimed_masters: list[tuple[Any, ...]] | None = []
+                if self.resolution is not Resolution.EVERY_CLAIM:
+                    claimed = [tuple(row) for row in derived.collect()]
+                    found = self._index_rows_on_driver(ctx, v, claimed, excluding=(k, masters))
+                    if found is not None:
+                        unchanged = lookups.as_spark(ctx.spark, found, index.schema)
+                    claimed_masters = None if found is None else lookups.key_tuples(found, k)
+                held_masters = (
+                    None if claimed_masters is None else self._masters(ctx, changed, claimed_masters)
+                )
+                if held_masters is not None:
+                    held[self.master.name] = held_masters
             if unchanged is None:
                 unchanged = index.join(F.broadcast(changed.select(*k)), on=list(k), how="left_anti").join(
                     F.broadcast(derived), on=list(v), how="left_semi"
@@ -260,30 +276,50 @@ class RekeyView(ViewKindLogic):
             previous=previous,
             # a full recompute counts every master without a derived key
             health_counts={"null_keys": counts["null_keys_dropped"]} if changes is None else {},
+            held=held,
         )
 
     @staticmethod
-    def _index_on_driver(
+    def _index_rows_on_driver(
         ctx: BatchContext,
-        index: DataFrame,
         key: Key,
         values: list[tuple[Any, ...]],
         *,
         excluding: tuple[Key, list[tuple[Any, ...]]] | None = None,
-    ) -> DataFrame | None:
+    ) -> pa.Table | None:
         """The index rows, at its pinned version, whose `key` is one of `values` (less those
         whose `excluding` key is one of its values), read on the driver; None when they are too
         many or delta-rs does not read the index."""
-        from lakejoin.delta import lookups
-
         path, version = ctx.state_path, ctx.plan.pinned_versions[STATE]
         few = lookups.takes(len(values), lookups.max_keys(ctx.spark)) and lookups.literal_keys(values)
         rows = lookups.read_keys(path, version, key, values) if few else None
-        if rows is None:
+        if rows is None or excluding is None:
+            return rows
+        return lookups.without(rows, *excluding)
+
+    def _index_on_driver(
+        self, ctx: BatchContext, index: DataFrame, key: Key, values: list[tuple[Any, ...]]
+    ) -> DataFrame | None:
+        """`_index_rows_on_driver` as a Spark local relation of the index's schema."""
+        rows = self._index_rows_on_driver(ctx, key, values)
+        return None if rows is None else lookups.as_spark(ctx.spark, rows, index.schema)
+
+    def _masters(
+        self, ctx: BatchContext, changed: DataFrame, unchanged: list[tuple[Any, ...]]
+    ) -> DataFrame | None:
+        """The master rows at the pin of the changed masters (their net changes) and of the
+        `unchanged` ones (read on the driver); None when a driver lookup does not take them."""
+        from lakejoin.delta.change_feed import upserts
+
+        wanted = sorted(set(unchanged))
+        if not wanted:
+            return upserts(changed).select(*spark_columns(ctx.snapshot(self.master).columns))
+        if not (lookups.takes(len(wanted), ctx.most_keys) and lookups.literal_keys(wanted)):
             return None
-        if excluding is not None:
-            rows = lookups.without(rows, *excluding)
-        return lookups.as_spark(ctx.spark, rows, index.schema)
+        looked_up = ctx.driver_rows(self.master, wanted)
+        if looked_up is None:
+            return None
+        return upserts(changed).select(*spark_columns(looked_up.columns)).unionByName(looked_up)
 
     def _full_index(self, ctx: BatchContext) -> DataFrame:
         """Every master row with the commit version of its last change of content.
@@ -367,7 +403,7 @@ class RekeyView(ViewKindLogic):
         from lakejoin.quality import checks as quality
 
         v, k = self.rekey.key, self.master.key
-        master = ctx.snapshot(self.master)
+        master = held_rows(ctx, rebuilt, self.master.name, self.master)
         rows = quality.with_key_resolution(written, master, k, k, MASTER_RESOLVED)
         keys = (
             quality.key_expectations(v)

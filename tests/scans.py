@@ -1,0 +1,67 @@
+"""What Spark scanned: the data files each SQL execution read, by table, from Spark's own SQL
+status store (the one the UI's SQL tab shows, kept with the UI off too).
+
+    mark = scans.mark(spark)
+    ...  # a batch
+    read = scans.since(spark, mark)  # {table path: files read by Spark's scans}
+
+A file scan's node in the executed plan names its table (`Location: ...[path]`) and counts the
+files it read after data skipping (`number of files read`); reads of a table's `_delta_log`
+are Delta's own and not counted. A read on the driver (delta-rs) and a local relation are no
+Spark scan at all.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+_LOCATION = re.compile(r"Location: [\w$]+(?:\(\d+ paths?\))?\[(?P<paths>[^\]]*)\]")
+
+
+def _seq(seq: Any) -> list[Any]:
+    return [seq.apply(i) for i in range(seq.size())]
+
+
+def _store(spark: Any) -> Any:
+    return spark._jsparkSession.sharedState().statusStore()
+
+
+def _drain(spark: Any) -> None:
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
+
+
+def mark(spark: Any) -> int:
+    """The newest SQL execution's id so far (-1: none). Plans then name their tables' paths in
+    full (Spark abbreviates a scan's location to 100 characters)."""
+    spark.conf.set("spark.sql.maxMetadataStringLength", "100000")
+    _drain(spark)
+    ids = [e.executionId() for e in _seq(_store(spark).executionsList())]
+    return max(ids, default=-1)
+
+
+def since(spark: Any, after: int) -> Counter[str]:
+    """Data files read by Spark's file scans in the SQL executions after `after`, by the path of
+    the table they read (`file:` prefix and trailing slash dropped)."""
+    _drain(spark)
+    store = _store(spark)
+    read: Counter[str] = Counter()
+    for execution in _seq(store.executionsList()):
+        run = execution.executionId()
+        if run <= after:
+            continue
+        values = {t._1(): t._2() for t in _seq(store.executionMetrics(run).toSeq())}
+        for node in _seq(store.planGraph(run).allNodes()):
+            found = _LOCATION.search(node.desc())
+            if found is None:
+                continue
+            files = 0
+            for metric in _seq(node.metrics()):
+                if metric.name() == "number of files read":
+                    files = int(str(values.get(metric.accumulatorId(), "0")).replace(",", "") or 0)
+            for path in found.group("paths").split(", "):
+                path = path.removeprefix("file:").rstrip("/")
+                if "/_delta_log" not in path and files:
+                    read[path] += files
+    return read
