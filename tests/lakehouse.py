@@ -138,7 +138,8 @@ sources:
 views:
   display_products:
     fk_join: {{left: products, right: merchants, fk: merchant_id, how: {how},
-              right_columns: {right_columns}, fanout_threshold: {fanout}}}
+              right_columns: {right_columns}, fanout_threshold: {fanout},
+              fanout_min_rows: 0}}
 {audited}{extra}"""
         file = self.root / "shop.yaml"
         file.write_text(text)

@@ -124,6 +124,7 @@ def test_propagate_incremental_equals_recompute(
       fact: purchases
       mode: propagate
       fanout_threshold: {threshold}
+      fanout_min_rows: 0
       dimensions:
         - {{table: customers, fk: customer_id, prefix: customer_, how: {customers_how}}}
         - {{table: products, fk: product_id, prefix: product_, columns: [title], how: {products_how}}}

@@ -96,7 +96,7 @@ def test_list_join_incremental_equals_recompute(
     views = f"""\
   person_addresses:
     list_join: {{left: persons, list: address_ids, right: addresses, into: addresses,
-                duplicates: {duplicates}, fanout_threshold: {threshold}}}
+                duplicates: {duplicates}, fanout_threshold: {threshold}, fanout_min_rows: 0}}
 """
     spec = write_spec(lake, {"persons": "person_id", "addresses": "address_id"}, views)
     run_history(lake, spec, "person_addresses", history, list_join_oracle)

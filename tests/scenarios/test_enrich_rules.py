@@ -271,7 +271,7 @@ def test_a_hot_dimension_key_falls_back_to_a_full_recompute_with_the_same_result
     # c0 is hot: 6 of 10 purchases; c1: 2; c2, c3: 1 each.
     owners = ["c0"] * 6 + ["c1"] * 2 + ["c2", "c3"]
     lake.create("purchases", PURCHASES, [(f"o{i}", c, "p1", 1) for i, c in enumerate(owners)])
-    spec = spec_of(lake, "propagate", "\n      fanout_threshold: 0.25")
+    spec = spec_of(lake, "propagate", "\n      fanout_threshold: 0.25\n      fanout_min_rows: 0")
     run(lake, spec)
 
     # 2 of 10 facts reached: within 25 %, incremental.

@@ -30,11 +30,13 @@ VIEW = "person_addresses"
 
 def spec_of(lake, duplicates: str = "keep", right_columns: str = "[street]", fanout: float = 1.0):
     """The rules below are about routing: on these tiny tables any right change reaches more
-    than the default 20 % of the persons, so the fan-out fallback is off unless asked for."""
+    than the default 20 % of the persons, so the fan-out fallback is off unless asked for (and then
+    the share alone decides: no floor of rows)."""
     views = f"""\
   {VIEW}:
     list_join: {{left: persons, list: address_ids, right: addresses, into: addresses,
-                duplicates: {duplicates}, right_columns: {right_columns}, fanout_threshold: {fanout}}}
+                duplicates: {duplicates}, right_columns: {right_columns}, fanout_threshold: {fanout},
+                fanout_min_rows: 0}}
 """
     return write_spec(lake, {"persons": "person_id", "addresses": "address_id"}, views)
 

@@ -110,3 +110,43 @@ def test_a_note_of_no_rows_shows_no_share():
 )
 def test_the_fanout_rule(reached, rows, threshold, full):
     assert fanout.recomputes_in_full(reached, rows, threshold) is full
+
+
+@pytest.mark.parametrize(
+    ("reached", "rows", "min_rows", "full"),
+    [
+        (6, 20, 1000, False),  # 30 % of a small table, within the floor: routed
+        (1000, 2000, 1000, False),  # at the floor: routed
+        (1001, 2000, 1000, True),  # past the floor and above the share
+        (1001, 100_000, 1000, False),  # past the floor, within the share
+        (6, 20, 0, True),  # no floor: the share alone decides
+    ],
+)
+def test_a_reach_within_the_floor_is_routed_whatever_its_share(reached, rows, min_rows, full):
+    assert fanout.recomputes_in_full(reached, rows, 0.2, min_rows) is full
+
+
+def test_the_floor_note_says_why_a_large_share_stays_incremental():
+    note = fanout.fanout_note(6, 20, 0.2, full=False, changed="right keys", of="left rows", min_rows=1000)
+    assert note == (
+        "incremental: the changed right keys reach 6 of 20 left rows (30.0%), "
+        "within the fan-out floor of 1,000 rows"
+    )
+
+
+def test_a_reach_within_the_floor_counts_no_rows_by_a_scan(monkeypatch):
+    """A table the log cannot count (deletion vectors) would be counted by a Spark scan; a reach
+    within the floor decides nothing by its share, so the small batch scans nothing (the stand-in
+    context has no snapshot to scan)."""
+    monkeypatch.setattr(fanout, "logged_row_count", lambda path, version: None)
+    ctx, counts = Pinned(), {}
+
+    decided = fanout.fans_out(
+        ctx, PRODUCTS, 6, 0.2, counts, changed="right keys", of="left rows", min_rows=1000
+    )
+
+    assert decided is False
+    assert counts == {"fanout_facts": 6, "fanout_permille": 0, "full_recompute": 0}
+    assert ctx.notes["strategy"] == (
+        "incremental: the changed right keys reach 6 left rows, within the fan-out floor of 1,000 rows"
+    )

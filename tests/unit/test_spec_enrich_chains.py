@@ -40,6 +40,7 @@ def test_enrich_parses_with_modes_dimensions_and_defaults():
     enrich = spec.views["enriched_purchases"].enrich
     assert enrich.mode is EnrichMode.PROPAGATE
     assert enrich.fanout_threshold == 0.2 and enrich.broadcast_limit_mb == 64
+    assert enrich.fanout_min_rows == 1000
     customers, products = enrich.dimensions
     assert (customers.table, customers.fk, customers.how, customers.prefix) == (
         "customers",
@@ -127,6 +128,20 @@ def test_a_non_unique_rekey_is_a_source_keyed_by_the_derived_and_the_master_key(
             14,
             "views.enriched_purchases.enrich.fanout_threshold",
             "a number from 0 to 1",
+        ),
+        (
+            "mode: propagate\n",
+            "mode: propagate\n      fanout_min_rows: -1\n",
+            14,
+            "views.enriched_purchases.enrich.fanout_min_rows",
+            "a whole number of rows, 0 or more",
+        ),
+        (
+            "mode: propagate\n",
+            "mode: lookup\n      fanout_min_rows: 10\n",
+            14,
+            "views.enriched_purchases.enrich.fanout_min_rows",
+            "applies only to 'mode: propagate'",
         ),
         (
             "mode: propagate\n",

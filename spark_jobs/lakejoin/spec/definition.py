@@ -5,7 +5,7 @@ It holds the view's kind and every setting that changes its rows, each input's p
 the columns (name -> type) the view takes from each input. It is built from the parsed spec, not
 its YAML text, so a comment, the order of a mapping's keys, the schedule or a check's settings
 change nothing; settings that change how a batch runs but never what it computes
-(`fanout_threshold`, `broadcast_limit_mb`) are left out.
+(`fanout_threshold`, `fanout_min_rows`, `broadcast_limit_mb`) are left out.
 
 >>> from lakejoin.spec.parse import load_spec
 >>> spec = load_spec("pipelines/marketplace.yaml")
@@ -28,7 +28,7 @@ from typing import Any
 from lakejoin.spec.model import Enrich, FkJoin, ListJoin, PipelineSpec, Rekey, View
 
 FORMAT = 1  # what a recorded definition holds; a record of another format is not compared
-PERFORMANCE = frozenset({"fanout_threshold", "broadcast_limit_mb"})  # how, never what
+PERFORMANCE = frozenset({"fanout_threshold", "fanout_min_rows", "broadcast_limit_mb"})  # how, never what
 
 Definition = dict[str, Any]
 

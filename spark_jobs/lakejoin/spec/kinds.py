@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lakejoin.spec.model import (
+    FANOUT_MIN_ROWS,
     FANOUT_THRESHOLD,
     Dimension,
     Duplicates,
@@ -23,6 +24,8 @@ from lakejoin.spec.model import (
     quoted,
 )
 from lakejoin.spec.yaml_lines import SpecReader, describe
+
+FANOUT = ("fanout_threshold", "fanout_min_rows")  # the fan-out rule's settings (views/fanout.py)
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,7 @@ def _columns(reader: SpecReader, raw: dict[str, Any], key: str, name: str) -> tu
 
 def parse_fk_join(reader: SpecReader, raw: Any, key: str, known: Known) -> FkJoin:
     raw = reader.mapping(raw, key)
-    reader.only(raw, key, {"left", "right", "fk", "how", "right_columns", "right_prefix", "fanout_threshold"})
+    reader.only(raw, key, {"left", "right", "fk", "how", "right_columns", "right_prefix", *FANOUT})
     left = _source_name(reader, raw, key, "left", known)
     right = _source_name(reader, raw, key, "right", known)
     fk = reader.key_columns(raw, key, "fk")
@@ -87,8 +90,8 @@ def parse_fk_join(reader: SpecReader, raw: Any, key: str, known: Known) -> FkJoi
     prefix = reader.text(raw, key, "right_prefix", required=False) or ""
     if prefix:
         reader.check_identifier(prefix, f"{key}.right_prefix")
-    threshold = _number(reader, raw, key, "fanout_threshold", FANOUT_THRESHOLD, most=1.0)
-    return FkJoin(left, right, fk, how, columns, prefix, threshold)
+    threshold, min_rows = _fanout(reader, raw, key)
+    return FkJoin(left, right, fk, how, columns, prefix, threshold, min_rows)
 
 
 def _how(reader: SpecReader, raw: dict[str, Any], key: str, *, default: JoinHow) -> JoinHow:
@@ -116,9 +119,21 @@ def _number(
     return float(value)
 
 
+def _fanout(reader: SpecReader, raw: dict[str, Any], key: str) -> tuple[float, int]:
+    threshold = _number(reader, raw, key, "fanout_threshold", FANOUT_THRESHOLD, most=1.0)
+    min_rows = raw.get("fanout_min_rows", FANOUT_MIN_ROWS)
+    if isinstance(min_rows, bool) or not isinstance(min_rows, int) or min_rows < 0:
+        raise reader.fail(
+            f"{key}.fanout_min_rows",
+            f"'fanout_min_rows' must be a whole number of rows, 0 or more, found {min_rows!r}",
+            f"set it (the default is {FANOUT_MIN_ROWS:,}; 0 lets the share alone decide) or remove it",
+        )
+    return threshold, min_rows
+
+
 def parse_enrich(reader: SpecReader, raw: Any, key: str, known: Known) -> Enrich:
     raw = reader.mapping(raw, key)
-    reader.only(raw, key, {"fact", "mode", "dimensions", "fanout_threshold", "broadcast_limit_mb"})
+    reader.only(raw, key, {"fact", "mode", "dimensions", *FANOUT, "broadcast_limit_mb"})
     fact = _source_name(reader, raw, key, "fact", known)
     mode = _choice(reader, raw, key, "mode", EnrichMode, EnrichMode.LOOKUP.value)
     listed = raw.get("dimensions")
@@ -151,20 +166,21 @@ def parse_enrich(reader: SpecReader, raw: Any, key: str, known: Known) -> Enrich
         if any((d.table, d.fk) == (dimension.table, dimension.fk) for d in dimensions):
             raise reader.fail(at, f"dimension '{table}' on fk {quoted(fk)} is listed twice", "list it once")
         dimensions.append(dimension)
-    threshold = _number(reader, raw, key, "fanout_threshold", FANOUT_THRESHOLD, most=1.0)
-    if "fanout_threshold" in raw and mode is not EnrichMode.PROPAGATE:
-        raise reader.fail(
-            f"{key}.fanout_threshold",
-            "fanout_threshold applies only to 'mode: propagate' (lookup never rewrites facts)",
-            "remove it, or set 'mode: propagate'",
-        )
+    threshold, min_rows = _fanout(reader, raw, key)
+    for name in FANOUT:
+        if name in raw and mode is not EnrichMode.PROPAGATE:
+            raise reader.fail(
+                f"{key}.{name}",
+                f"{name} applies only to 'mode: propagate' (lookup never rewrites facts)",
+                "remove it, or set 'mode: propagate'",
+            )
     limit = _number(reader, raw, key, "broadcast_limit_mb", 64.0, most=8192.0)
-    return Enrich(fact, mode, tuple(dimensions), threshold, limit)
+    return Enrich(fact, mode, tuple(dimensions), threshold, limit, min_rows)
 
 
 def parse_list_join(reader: SpecReader, raw: Any, key: str, known: Known) -> ListJoin:
     raw = reader.mapping(raw, key)
-    allowed = {"left", "list", "right", "into", "duplicates", "right_columns", "fanout_threshold"}
+    allowed = {"left", "list", "right", "into", "duplicates", "right_columns", *FANOUT}
     reader.only(raw, key, allowed)
     left = _source_name(reader, raw, key, "left", known)
     right = _source_name(reader, raw, key, "right", known)
@@ -173,8 +189,8 @@ def parse_list_join(reader: SpecReader, raw: Any, key: str, known: Known) -> Lis
     assert column and into
     duplicates = _choice(reader, raw, key, "duplicates", Duplicates, Duplicates.KEEP.value)
     columns = _columns(reader, raw, key, "right_columns")
-    threshold = _number(reader, raw, key, "fanout_threshold", FANOUT_THRESHOLD, most=1.0)
-    return ListJoin(left, column, right, into, duplicates, columns, threshold)
+    threshold, min_rows = _fanout(reader, raw, key)
+    return ListJoin(left, column, right, into, duplicates, columns, threshold, min_rows)
 
 
 def parse_rekey(reader: SpecReader, raw: Any, key: str, known: Known) -> Rekey:

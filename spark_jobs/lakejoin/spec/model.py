@@ -103,6 +103,10 @@ class Source:
 # fk_join, list_join and enrich (propagate): above this share of the left rows (the facts) that
 # a batch's right-side changes reach, the batch recomputes the whole view (views/fanout.fans_out).
 FANOUT_THRESHOLD = 0.2
+# ... unless they reach at most this many rows: a reach this small is routed whatever its share,
+# since routing it costs about what its keys cost (driver lookups: 1,000 keys in about 0.5 s)
+# and a full recompute costs at least a scan of every input (seconds on a table of 20 rows).
+FANOUT_MIN_ROWS = 1000
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,7 @@ class FkJoin:
     right_columns: tuple[str, ...] | None
     right_prefix: str
     fanout_threshold: float = FANOUT_THRESHOLD
+    fanout_min_rows: int = FANOUT_MIN_ROWS
 
 
 @dataclass(frozen=True)
@@ -125,6 +130,7 @@ class ListJoin:
     duplicates: Duplicates
     right_columns: tuple[str, ...] | None
     fanout_threshold: float = FANOUT_THRESHOLD
+    fanout_min_rows: int = FANOUT_MIN_ROWS
 
 
 @dataclass(frozen=True)
@@ -159,6 +165,7 @@ class Enrich:
     dimensions: tuple[Dimension, ...]
     fanout_threshold: float  # propagate: above this share of the facts, recompute in full
     broadcast_limit_mb: float  # a dimension larger than this on disk is shuffled, not broadcast
+    fanout_min_rows: int = FANOUT_MIN_ROWS  # propagate: a reach of at most this many facts is routed
 
 
 Definition = FkJoin | ListJoin | Rekey | Enrich

@@ -234,6 +234,7 @@ class EnrichView(ViewKindLogic):
                     counts,
                     changed="dimension keys",
                     of="facts",
+                    min_rows=self.enrich.fanout_min_rows,
                 ):
                     changes = None
             if changes is not None:

@@ -17,18 +17,29 @@ if TYPE_CHECKING:
     from lakejoin.views.context import BatchContext
 
 
-def recomputes_in_full(reached: int, rows: int, threshold: float) -> bool:
+def recomputes_in_full(reached: int, rows: int, threshold: float, min_rows: int = 0) -> bool:
     """Whether changes reaching `reached` of the many side's `rows` rows make the batch a full
-    recompute: above `threshold` of them (none of an empty table)."""
-    return rows > 0 and reached > threshold * rows
+    recompute: more than `min_rows` of them and above `threshold` of them (none of an empty
+    table). A reach of a few rows is routed whatever its share: on a table of 20 rows, 6 is 30 %,
+    and routing 6 keys costs a fraction of a recompute's scans."""
+    return rows > 0 and reached > min_rows and reached > threshold * rows
 
 
-def fanout_note(reached: int, rows: int, threshold: float, *, full: bool, changed: str, of: str) -> str:
-    share = reached / rows if rows else 0.0
-    verdict = "above" if full else "within"
+def fanout_note(
+    reached: int, rows: int, threshold: float, *, full: bool, changed: str, of: str, min_rows: int = 0
+) -> str:
     strategy = "full recompute" if full else "incremental"
+    if not full and 0 < reached <= min_rows:
+        share = f" ({reached / rows:.1%})" if rows else ""
+        whole = f" of {rows}" if rows else ""
+        return (
+            f"{strategy}: the changed {changed} reach {reached}{whole} {of}{share}, "
+            f"within the fan-out floor of {min_rows:,} rows"
+        )
+    share_of = reached / rows if rows else 0.0
+    verdict = "above" if full else "within"
     return (
-        f"{strategy}: the changed {changed} reach {reached} of {rows} {of} ({share:.1%}), "
+        f"{strategy}: the changed {changed} reach {reached} of {rows} {of} ({share_of:.1%}), "
         f"{verdict} the fan-out threshold of {threshold:.0%}"
     )
 
@@ -42,23 +53,30 @@ def fans_out(
     *,
     changed: str,
     of: str,
+    min_rows: int = 0,
 ) -> bool:
     """Whether a batch whose changes on the one side reach `reached` rows of `source` (the many
-    side) should recompute the whole view instead: above `threshold` of its rows, a full
-    recompute is cheaper than routing every key (docs/bench/analysis.md). Records the figures in
-    `counts` and the reason in the batch's notes."""
+    side) should recompute the whole view instead: more than `min_rows` and above `threshold` of
+    its rows, a full recompute is cheaper than routing every key (docs/bench/analysis.md).
+    Records the figures in `counts` and the reason in the batch's notes."""
     # The log's file statistics count the rows without a Spark job; a table with deletion
-    # vectors is counted by a scan, and only when a change reaches any row.
+    # vectors is counted by a scan, and only when the reach passes the floor (below it the
+    # share decides nothing, so a small batch never scans the table to count it).
     rows = 0
     if reached:
         logged = logged_row_count(source.path, ctx.version(source))
-        rows = logged if logged is not None else ctx.snapshot(source).count()
-    full = recomputes_in_full(reached, rows, threshold)
+        if logged is not None:
+            rows = logged
+        elif reached > min_rows:
+            rows = ctx.snapshot(source).count()
+    full = recomputes_in_full(reached, rows, threshold, min_rows)
     counts.update(
         fanout_facts=reached,
         fanout_permille=round(1000 * reached / rows) if rows else 0,
         full_recompute=int(full),
     )
     if reached or full:
-        ctx.notes["strategy"] = fanout_note(reached, rows, threshold, full=full, changed=changed, of=of)
+        ctx.notes["strategy"] = fanout_note(
+            reached, rows, threshold, full=full, changed=changed, of=of, min_rows=min_rows
+        )
     return full

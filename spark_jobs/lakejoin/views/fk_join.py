@@ -133,6 +133,7 @@ class FkJoinView(ViewKindLogic):
                 counts,
                 changed="right keys",
                 of="left rows",
+                min_rows=self.join.fanout_min_rows,
             ):
                 (affected, count, bounds), left_rows, right_rows, left_before = self._affected_rows(
                     ctx, changes, routed

@@ -232,6 +232,7 @@ class ListJoinView(ViewKindLogic):
                 counts,
                 changed="right keys",
                 of="left rows",
+                min_rows=self.join.fanout_min_rows,
             ):
                 return self._incremental(ctx, changes, routed, counts)
         key = self.left.key
