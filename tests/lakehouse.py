@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -591,3 +593,16 @@ def drift(path: str, predicate: str, updates: dict[str, str] | None = None) -> N
         table.delete(predicate, commit_properties=stamp)
     else:
         table.update(predicate=predicate, updates=updates, commit_properties=stamp)
+
+
+@contextmanager
+def found_by_spark(spark) -> Iterator[None]:  # noqa: ANN001 - a SparkSession
+    """Batches whose keys and rows Spark finds, as in a batch of many keys: the driver's lookups
+    are off (a list_join carries unchanged lists from the output only there)."""
+    from lakejoin.delta import lookups
+
+    spark.conf.set(lookups.ENABLED, "false")
+    try:
+        yield
+    finally:
+        spark.conf.unset(lookups.ENABLED)

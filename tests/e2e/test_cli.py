@@ -111,13 +111,14 @@ def test_run_reports_composite_rows_rebuilt_and_conflicts(lake, capsys, monkeypa
     assert _table_row(out, "merchants_by_name")[-1] == "null keys dropped 0, conflicts 1"
     assert "merchants_by_name: conflicts 1 derived key(s) claimed by several masters" in " ".join(out.split())
 
-    # P2's list gains a1 (re-joined: two composite rows); P1 is renamed (its list is carried).
+    # P2's list gains a1; P1 is renamed, its list as it was: a batch of two keys re-joins both
+    # lists (four composite rows) rather than read the output to carry P1's.
     lake.upsert("persons", "person_id", [("P1", "Ann", ["a1", "a2"]), ("P2", "Bob", ["a2", "a1"])])
     assert main(["run", spec_file, "--view", "person_addresses"]) == 0
     out = capsys.readouterr().out
     assert _table_row(out, "person_addresses")[-1] == (
         "rows reached by the other side's changes 0, fan-out ‰ 0, full recompute 0, "
-        "composite rows rebuilt 2, carried without re-join 1"
+        "composite rows rebuilt 4, carried without re-join 0"
     )
 
 

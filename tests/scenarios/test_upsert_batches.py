@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from tests.lakehouse import MERCHANTS, PRODUCTS
+from tests.lakehouse import MERCHANTS, PRODUCTS, found_by_spark
 
 pytestmark = pytest.mark.scenario
 
@@ -199,7 +199,7 @@ def test_list_join_batches_are_written_by_the_upsert_from_their_previous_lists(l
     )
     lake.delete("persons", "person_id", ["P3"])
 
-    with many_keys(lake.spark):
+    with many_keys(lake.spark), found_by_spark(lake.spark):
         summary, changed = rules.run(lake, spec)  # asserts the output equals the oracle
 
     assert written_by(lake, spec, rules.VIEW) == "key_upsert"

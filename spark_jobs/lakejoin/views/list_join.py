@@ -11,8 +11,9 @@ elements' keys in order (docs/decisions.md, "State only where it pays"). A batch
 - left rows holding an element whose right row changed.
 When the right changes reach more than `fanout_threshold` of the left rows (a popular element),
 the batch recomputes the whole view instead, as fk_join and enrich do.
-A left row whose other columns changed but whose list did not keeps its joined list from the
-output: its elements are not re-joined.
+In a batch of many keys, a left row whose other columns changed but whose list did not keeps its
+joined list from the output: its elements are not re-joined. A batch of few keys (found on the
+driver) re-joins every affected list: the carry's own read of the output costs more there.
 
 Semantics: each element is joined on its own with left semantics (no right row: null right
 columns, filled in when it arrives); the list keeps its order; an empty or null list gives an
@@ -255,9 +256,9 @@ class ListJoinView(ViewKindLogic):
         routed: DataFrame | list[Any],
         counts: dict[str, int],
     ) -> Rebuilt:
-        """Re-join the lists of the left keys that changed or hold a changed element, but for
-        those whose list is as it was and holds no changed element: they keep their joined
-        list from the output. The result's metrics are `counts` (the fan-out rule's figures)
+        """Re-join the lists of the left keys that changed or hold a changed element, but, in a
+        batch of many keys, for those whose list is as it was and holds no changed element: they
+        keep their joined list from the output. The result's metrics are `counts` (the fan-out rule's figures)
         with the composite rows re-joined and the left rows carried."""
         from pyspark.sql import functions as F
 
@@ -269,50 +270,34 @@ class ListJoinView(ViewKindLogic):
             routed = ctx.keys_frame(self.left, routed).select(*as_left_names(key))
         if found is not None:
             (keys, count, key_bounds), left_rows = found
+            # A batch of few keys re-joins every affected list: carrying a list as it was costs a
+            # read of the output and two jobs more than re-joining a few lists, which give the
+            # same rows (the output is the recompute at the previous pins).
+            rejoin_composite, rebuilt, _ = materialised(composite_rows(left_rows, self.join, key))
+            kept, carried, rejoin_rows, carried_left = None, 0, left_rows, None
         else:
             changed_keys = left_changed.select(*as_left_names(key))
             affected, count, bounds = materialised(changed_keys.union(routed).distinct(), lk)
             keys, key_bounds = affected.select(*from_left_names(key)), bounds.renamed(key)
             left_rows = ctx.rows_of(self.left, keys, left_changed, key_bounds)
-        new_composite = composite_rows(left_rows, self.join, key).localCheckpoint()
-
-        # The old list is the output's: its elements' keys, in order, as the duplicates policy
-        # left them. A left row whose list is as it was, and none of whose elements changed on
-        # the right, keeps its joined list.
-        changed_elements = right_changed.select(element_key(self.right.key).alias(ELEMENT))
-        holding = new_composite.join(F.broadcast(changed_elements), on=ELEMENT, how="left_semi")
-        candidates = (
-            left_changed.where(F.col(CHANGE) == ChangeKind.UPSERT.value)
-            .select(*as_left_names(key))
-            .join(holding.select(*lk), on=lk, how="left_anti")
-        )
-        output = ctx.spark.read.format("delta").load(self.view.path).where(key_bounds.covers())
-        if found is not None and not ctx.repairing:  # the affected keys' output rows, on the driver
-            driver_output = self._output_on_driver(ctx, output, keys)
-            output = output if driver_output is None else driver_output
-        into = self.join.into
-        old_key = F.transform(into, lambda e: element_key(self.right.key, lambda c: e[c]))
-        old_lists = output.select(*as_left_names(key), into, F.to_json(old_key).alias("_lj_old")).join(
-            F.broadcast(candidates), on=lk, how="left_semi"
-        )
-        same = old_lists.join(F.broadcast(signatures(new_composite, key)), on=lk, how="left").where(
-            F.coalesce(F.col(SIGNATURE), F.lit("[]")) == F.col("_lj_old")
-        )
-        if ctx.repairing:
-            same = same.limit(0)
-        kept, carried, _ = materialised(same.select(*lk, into))
-        carried_keys = kept.select(*lk)
-        carried_left = F.broadcast(kept.select(*from_left_names(key)))
-        rejoin_rows = left_rows.join(carried_left, on=list(key), how="left_anti")
-        rejoin_composite, rebuilt, _ = materialised(
-            new_composite.join(F.broadcast(carried_keys), on=lk, how="left_anti")
-        )
+            new_composite = composite_rows(left_rows, self.join, key).localCheckpoint()
+            kept, carried, carried_left = self._carried(
+                ctx, left_changed, right_changed, new_composite, key_bounds
+            )
+            rejoin_rows = left_rows.join(carried_left, on=list(key), how="left_anti")
+            rejoin_composite, rebuilt, _ = materialised(
+                new_composite.join(F.broadcast(kept.select(*lk)), on=lk, how="left_anti")
+            )
         # With `ctx.derive_previous`, the lists the re-joined left rows held at the previous
         # pins are joined too: one read of the right rows serves both.
         left_before = previous_rows(left_rows, left_changed, key) if ctx.derive_previous else None
         elements = rejoin_composite.select(ELEMENT)
         if left_before is not None:
-            rejoin_before = left_before.join(carried_left, on=list(key), how="left_anti")
+            rejoin_before = (
+                left_before
+                if carried_left is None
+                else left_before.join(carried_left, on=list(key), how="left_anti")
+            )
             elements = elements.unionByName(composite_rows(rejoin_before, self.join, key).select(ELEMENT))
         referenced = None
         if found is not None:
@@ -329,17 +314,19 @@ class ListJoinView(ViewKindLogic):
                 self.right,
             )
         right_columns = self._right_columns(ctx.schemas)
-        carried_lists = kept
-        if ctx.count_health:  # a carried list's flags are as they were (engine/health.py)
-            carried_lists = kept.select(
-                *kept.columns, F.lit(None).cast("bigint").alias(flag("missing_elements"))
-            )
         lists = self._lists(
             composite_rows(rejoin_rows, self.join, key, outer=True),
             right_rows,
             right_columns,
             flags=ctx.count_health,
-        ).unionByName(carried_lists)
+        )
+        if kept is not None:
+            carried_lists = kept
+            if ctx.count_health:  # a carried list's flags are as they were (engine/health.py)
+                carried_lists = kept.select(
+                    *kept.columns, F.lit(None).cast("bigint").alias(flag("missing_elements"))
+                )
+            lists = lists.unionByName(carried_lists)
         previous = None
         if left_before is not None:
             # A carried list is the previous pins' too: its elements and their right rows are
@@ -348,7 +335,9 @@ class ListJoinView(ViewKindLogic):
                 composite_rows(rejoin_before, self.join, key, outer=True),
                 previous_rows(right_rows, right_changed, self.right.key),
                 right_columns,
-            ).unionByName(kept)
+            )
+            if kept is not None:
+                lists_before = lists_before.unionByName(kept)
             previous = self._output_rows(left_before, lists_before)
         metrics = {**counts, "composite_rows_rebuilt": rebuilt, "left_rows_carried": carried}
         return Rebuilt(
@@ -360,6 +349,44 @@ class ListJoinView(ViewKindLogic):
             previous=previous,
             held={self.left.name: left_rows},
         )
+
+    def _carried(
+        self,
+        ctx: BatchContext,
+        left_changed: DataFrame,
+        right_changed: DataFrame,
+        new_composite: DataFrame,
+        key_bounds: Any,
+    ) -> tuple[DataFrame, int, DataFrame]:
+        """The lists a batch of many keys carries from the output: (left key as `left_names`,
+        into) of the left rows whose list is as it was and holds no changed element, how many,
+        and their keys as the left table names them (to leave out of the re-join)."""
+        from pyspark.sql import functions as F
+
+        key, lk = self.left.key, left_names(self.left.key)
+        # The old list is the output's: its elements' keys, in order, as the duplicates policy
+        # left them. A left row whose list is as it was, and none of whose elements changed on
+        # the right, keeps its joined list.
+        changed_elements = right_changed.select(element_key(self.right.key).alias(ELEMENT))
+        holding = new_composite.join(F.broadcast(changed_elements), on=ELEMENT, how="left_semi")
+        candidates = (
+            left_changed.where(F.col(CHANGE) == ChangeKind.UPSERT.value)
+            .select(*as_left_names(key))
+            .join(holding.select(*lk), on=lk, how="left_anti")
+        )
+        output = ctx.spark.read.format("delta").load(self.view.path).where(key_bounds.covers())
+        into = self.join.into
+        old_key = F.transform(into, lambda e: element_key(self.right.key, lambda c: e[c]))
+        old_lists = output.select(*as_left_names(key), into, F.to_json(old_key).alias("_lj_old")).join(
+            F.broadcast(candidates), on=lk, how="left_semi"
+        )
+        same = old_lists.join(F.broadcast(signatures(new_composite, key)), on=lk, how="left").where(
+            F.coalesce(F.col(SIGNATURE), F.lit("[]")) == F.col("_lj_old")
+        )
+        if ctx.repairing:
+            same = same.limit(0)
+        kept, carried, _ = materialised(same.select(*lk, into))
+        return kept, carried, F.broadcast(kept.select(*from_left_names(key)))
 
     def _routed(
         self, ctx: BatchContext, changes: Mapping[str, DataFrame]
@@ -400,21 +427,6 @@ class ListJoinView(ViewKindLogic):
             .join(F.broadcast(left_changes.select(*as_left_names(key))), on=lk, how="left_anti")
         )
         return done, reached
-
-    def _output_on_driver(self, ctx: BatchContext, output: DataFrame, keys: DataFrame) -> DataFrame | None:
-        """The output's rows of the affected left keys (`keys`, a local relation) as the table
-        holds them now, read on the driver; None when delta-rs does not read it."""
-        from deltalake import DeltaTable
-
-        from lakejoin.delta import lookups
-
-        path = self.view.path
-        version = DeltaTable(path).version()
-        values = [tuple(row) for row in keys.select(*self.left.key).collect()]
-        rows = lookups.read_keys(path, version, self.left.key, values)
-        if rows is None:
-            return None
-        return lookups.as_spark(ctx.spark, rows, output.schema)
 
     def write_state(self, ctx: BatchContext, rebuilt: Rebuilt, *, since: int) -> None:
         """No state to write (see the module)."""
