@@ -300,11 +300,20 @@ class BatchContext:
 
     def keys_frame(self, source: Source, values: Sequence[tuple[Any, ...]], schema: Any = None) -> DataFrame:
         """Keys of `source` listed on the driver, as a frame of its key's columns typed like
-        them (a local relation: no Spark job)."""
+        them: a local relation built from Arrow, which Spark reads without a job and knows the
+        size of (a frame made from Python rows is an RDD: every read of it is a job)."""
+        import pyarrow as pa
+        from pyspark.sql.pandas.types import to_arrow_schema
         from pyspark.sql.types import StructType
 
-        fields = [(schema or self.snapshot(source).schema)[c] for c in source.key]
-        return self.spark.createDataFrame([tuple(v) for v in values], StructType(fields))
+        fields = StructType([(schema or self.snapshot(source).schema)[c] for c in source.key])
+        target = to_arrow_schema(fields)
+        columns = list(zip(*values, strict=True)) if values else [() for _ in source.key]
+        table = pa.table(
+            [pa.array(list(column), type=f.type) for column, f in zip(columns, target, strict=True)],
+            schema=target,
+        )
+        return lookups.as_spark(self.spark, table, fields)
 
     def referenced_on_driver(self, source: Source, rows: DataFrame, fk: Columns) -> DataFrame | None:
         """The rows of `source` at the pin that `rows` (few, from `affected_on_driver`) reference
@@ -313,8 +322,9 @@ class BatchContext:
         lookup does not take them (use `unique_rows`)."""
         from lakejoin.delta.change_feed import null_key
 
-        referring = rows.select(*fk).where(~null_key(tuple(fk))).distinct().collect()
-        wanted = [tuple(r) for r in referring]
+        # Made distinct here, not by Spark: the rows are few, and a distinct is a shuffle (jobs).
+        referring = rows.select(*fk).where(~null_key(tuple(fk))).collect()
+        wanted = list(dict.fromkeys(tuple(r) for r in referring))
         if not lookups.takes(len(wanted), self.most_keys) or not lookups.literal_keys(wanted):
             return None
         return self.driver_rows(source, wanted)

@@ -200,7 +200,8 @@ class RekeyView(ViewKindLogic):
                 # the driver with the index rows that name them (no scan of the master whole).
                 claimed_masters: list[tuple[Any, ...]] | None = []
                 if self.resolution is not Resolution.EVERY_CLAIM:
-                    claimed = [tuple(row) for row in derived.collect()]
+                    # Distinct here, not by Spark (a shuffle): the affected keys are few.
+                    claimed = list(dict.fromkeys(tuple(row) for row in affected.select(*v).collect()))
                     found = self._index_rows_on_driver(ctx, v, claimed, excluding=(k, masters))
                     if found is not None:
                         unchanged = lookups.as_spark(ctx.spark, found, index.schema)
