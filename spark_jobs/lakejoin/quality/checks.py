@@ -160,20 +160,23 @@ def with_key_resolution(
 
     refs = [f"_lj_ref{i}" for i in range(len(columns))]
     found = [f"_lj_tk{i}" for i in range(len(columns))]
-    # Only the target keys these rows reference: the check stays proportional to the batch.
-    wanted = (
-        rows.select(*[F.col(c).alias(r) for c, r in zip(columns, refs, strict=True)])
-        .where(~null_key(refs))
-        .distinct()
+    # Only the target keys these rows reference: the check stays proportional to the batch. No
+    # distinct on either side (a shuffle, each a Spark job of its own): a semi join keeps each
+    # target row once whatever the references repeat, and each row is flagged by a semi and an
+    # anti join, so a key the target held twice could not double a row either.
+    wanted = rows.select(*[F.col(c).alias(r) for c, r in zip(columns, refs, strict=True)]).where(
+        ~null_key(refs)
     )
     on = reduce(lambda a, b: a & b, (target[k] == wanted[r] for k, r in zip(target_key, refs, strict=True)))
-    keys = (
-        target.join(F.broadcast(wanted), on, how="left_semi")
-        .select(*[F.col(k).alias(t) for k, t in zip(target_key, found, strict=True)])
-        .distinct()
+    keys = F.broadcast(
+        target.join(F.broadcast(wanted), on, how="left_semi").select(
+            *[F.col(k).alias(t) for k, t in zip(target_key, found, strict=True)]
+        )
     )
     match = reduce(lambda a, b: a & b, (rows[c] == keys[t] for c, t in zip(columns, found, strict=True)))
-    return rows.join(keys, match, how="left").withColumn(flag, F.col(found[0]).isNotNull()).drop(*found)
+    resolved = rows.join(keys, match, how="left_semi").withColumn(flag, F.lit(True))
+    unresolved = rows.join(keys, match, how="left_anti").withColumn(flag, F.lit(False))
+    return resolved.unionByName(unresolved)
 
 
 def check_batch(
