@@ -9,7 +9,7 @@ without a file scan (delta/change_feed.read_on_driver). Other ranges are read by
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,9 +35,10 @@ from lakejoin.spec.model import Key, Source, shown
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
+    from lakejoin.engine.health import ChangeCounts
     from lakejoin.engine.plan import BatchPlan
 
 DRIVER, SPARK = "driver", "spark"  # who read a source's change range
@@ -64,17 +65,17 @@ def source_changes(
     *,
     where: str,
     pinned: Callable[[Source], DataFrame],
-    also: Sequence[Column] = (),
+    also: ChangeCounts | None = None,
     seen: dict[str, Any] | None = None,
 ) -> SourceChanges:
     """The net change of every key of `source` in the plan's range, materialised once, how
     many keys changed and their range (both taken in the same job: a state write of these keys
     reads only their range). `pinned`: the source's snapshot at the pin (its schema types a
-    range read on the driver). `also`: more aggregates of the changes that job computes, into
-    `seen` (join health's, engine/health.change_counts).
+    range read on the driver). `also`: join health's counts of the changes, which that job
+    computes too, into `seen` (engine/health.change_counts).
 
-    A range read on the driver is netted there (`change_feed.net_rows`) and enters Spark as a
-    local relation: no Spark job, but one for `also` when a kind counts join health from it."""
+    A range read on the driver is netted there (`change_feed.net_rows`), counted there, and
+    enters Spark as a local relation: no Spark job."""
     first = plan.start_versions.get(source.name, -1) + 1
     last = plan.pinned_versions[source.name]
     if first > last:
@@ -88,7 +89,10 @@ def source_changes(
             if local is not None:
                 return _netted_on_driver(spark, source, local, pinned(source).schema, why, also, seen)
             rows, read_by = net_changes(read_change_feed(spark, source.path, first, last), source.key), SPARK
-        done, count, bounds = materialised(rows, source.key, refuse_null_keys=True, also=also, seen=seen)
+        aggregates = also.columns() if also else ()
+        done, count, bounds = materialised(
+            rows, source.key, refuse_null_keys=True, also=aggregates, seen=seen
+        )
         return SourceChanges(done, count, bounds, read_by, why)
     except NullKeyFoundError:
         whose = (
@@ -134,7 +138,7 @@ def _netted_on_driver(
     feed: pa.Table,
     schema: StructType,
     why: str,
-    also: Sequence[Column],
+    also: ChangeCounts | None,
     seen: dict[str, Any] | None,
 ) -> SourceChanges:
     """`materialised`'s figures of a net change found on the driver, counted there."""
@@ -145,10 +149,8 @@ def _netted_on_driver(
     if nulls:
         raise NullKeyFoundError(nulls)
     frame = net_frame(spark, net, schema)
-    if also:
-        found = frame.agg(*also).first()
-        if seen is not None and found is not None:
-            seen.update(found.asDict())
+    if also and seen is not None:
+        seen.update(also.of_rows(net))
     bounds = KeyRange(key)
     if keys and key_ranges_enabled(spark):
         ends = {}

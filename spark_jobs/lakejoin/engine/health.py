@@ -208,25 +208,60 @@ def beside(
     return rows, out
 
 
-def change_counts(kind: ViewKindLogic, source: str) -> list[Column]:
-    """The aggregates the job that materialises `source`'s net changes also computes: for each
-    measure the kind counts from them (`ViewKindLogic.health_changes`), the changed rows that
-    had it before the batch and those that have it after."""
-    from pyspark.sql import functions as F
+@dataclass(frozen=True)
+class ChangeCounts:
+    """The join health a kind counts from one source's net changes (`ViewKindLogic.
+    health_changes`): for each measure, the changed rows that had it before the batch (a null
+    in one of its columns of `_lj_before`) and those that have it after (an upsert with a null
+    there). Counted in the job that materialises the changes (`columns`), or on the driver
+    from the rows netted there (`of_rows`): one rule, two writings, held together by
+    tests/steps/test_change_counts.py."""
 
-    from lakejoin.delta.change_feed import BEFORE, CHANGE, ChangeKind, null_key
+    measures: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
-    out = []
-    for measure, (name, columns) in kind.health_changes.items():
-        if name != source:
-            continue
-        had = F.col(BEFORE).isNotNull() & null_key([f"{BEFORE}.{c}" for c in columns])
-        has = (F.col(CHANGE) == ChangeKind.UPSERT.value) & null_key(list(columns))
-        out += [
-            F.count_if(had).alias(_CHANGE_BEFORE + measure),
-            F.count_if(has).alias(_CHANGE_AFTER + measure),
-        ]
-    return out
+    def __bool__(self) -> bool:
+        return bool(self.measures)
+
+    def columns(self) -> list[Column]:
+        """The aggregates, for Spark's job over the changes."""
+        from pyspark.sql import functions as F
+
+        from lakejoin.delta.change_feed import BEFORE, CHANGE, ChangeKind, null_key
+
+        out = []
+        for measure, columns in self.measures:
+            had = F.col(BEFORE).isNotNull() & null_key([f"{BEFORE}.{c}" for c in columns])
+            has = (F.col(CHANGE) == ChangeKind.UPSERT.value) & null_key(list(columns))
+            out += [
+                F.count_if(had).alias(_CHANGE_BEFORE + measure),
+                F.count_if(has).alias(_CHANGE_AFTER + measure),
+            ]
+        return out
+
+    def of_rows(self, net: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+        """The same figures from net change rows on the driver (`change_feed.net_rows`)."""
+        from lakejoin.delta.change_feed import BEFORE, CHANGE, ChangeKind
+
+        out = {}
+        for measure, columns in self.measures:
+            out[_CHANGE_BEFORE + measure] = sum(
+                1 for r in net if r[BEFORE] is not None and any(r[BEFORE][c] is None for c in columns)
+            )
+            out[_CHANGE_AFTER + measure] = sum(
+                1 for r in net if r[CHANGE] == ChangeKind.UPSERT.value and any(r[c] is None for c in columns)
+            )
+        return out
+
+
+def change_counts(kind: ViewKindLogic, source: str) -> ChangeCounts:
+    """What the job that materialises `source`'s net changes also counts for join health."""
+    return ChangeCounts(
+        tuple(
+            (measure, tuple(columns))
+            for measure, (name, columns) in kind.health_changes.items()
+            if name == source
+        )
+    )
 
 
 def counted_changes(kind: ViewKindLogic, seen: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
