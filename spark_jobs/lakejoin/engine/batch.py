@@ -242,7 +242,8 @@ def _run_planned(
         changes = {}
         for s in kind.change_sources:
             where = ctx.where(s, plan.pinned_versions[s.name])
-            # join health a kind counts from a source's changes, in the job that materialises them
+            # join health a kind counts from a source's changes, in the job that materialises
+            # them (or on the driver, for a range read there)
             counting, counted = change_counts(kind, s.name), dict[str, Any]()
             read = source_changes(
                 spark,

@@ -13,9 +13,10 @@ empty, else one (the affected keys, materialised already, collected to the drive
 `COLLECTED` keys a broadcast semi-join with the table, one job more). The materialising job's
 observation then tests its rows' keys against those few flagged keys as literals: it counts the
 keys that stopped waiting and are still there (`late`) and lists the rows the kind carried as
-they were (null flags: a list_join's unchanged list), which keep their old flags. Measures of a
-row of one input alone (an fk_join's null fk, a rekey's null derived key) are counted from the
-input's net changes, before and after, in the job that materialises them (`change_counts`).
+they were (null flags: a list_join's unchanged list in a batch of many keys), which keep their
+old flags. Measures of a row of one input alone (an fk_join's null fk, a rekey's null derived key)
+are counted from the input's net changes, before and after, in the job that materialises them, or
+on the driver for a range read there (`change_counts`).
 The view's totals are the last batch's less the old counts plus the new
 (quality/health.totals): no batch counts the whole view.
 
@@ -254,7 +255,8 @@ class ChangeCounts:
 
 
 def change_counts(kind: ViewKindLogic, source: str) -> ChangeCounts:
-    """What the job that materialises `source`'s net changes also counts for join health."""
+    """What join health counts from `source`'s net changes: in the job that materialises them,
+    or on the driver for a range read there (engine/changes.py)."""
     return ChangeCounts(
         tuple(
             (measure, tuple(columns))

@@ -166,7 +166,6 @@ def parse_enrich(reader: SpecReader, raw: Any, key: str, known: Known) -> Enrich
         if any((d.table, d.fk) == (dimension.table, dimension.fk) for d in dimensions):
             raise reader.fail(at, f"dimension '{table}' on fk {quoted(fk)} is listed twice", "list it once")
         dimensions.append(dimension)
-    threshold, min_rows = _fanout(reader, raw, key)
     for name in FANOUT:
         if name in raw and mode is not EnrichMode.PROPAGATE:
             raise reader.fail(
@@ -174,6 +173,7 @@ def parse_enrich(reader: SpecReader, raw: Any, key: str, known: Known) -> Enrich
                 f"{name} applies only to 'mode: propagate' (lookup never rewrites facts)",
                 "remove it, or set 'mode: propagate'",
             )
+    threshold, min_rows = _fanout(reader, raw, key)
     limit = _number(reader, raw, key, "broadcast_limit_mb", 64.0, most=8192.0)
     return Enrich(fact, mode, tuple(dimensions), threshold, limit, min_rows)
 

@@ -315,15 +315,19 @@ class BatchContext:
         )
         return lookups.as_spark(self.spark, table, fields)
 
-    def referenced_on_driver(self, source: Source, rows: DataFrame, fk: Columns) -> DataFrame | None:
+    def referenced_on_driver(
+        self, source: Source, rows: DataFrame, fk: Columns, *, distinct: bool = False
+    ) -> DataFrame | None:
         """The rows of `source` at the pin that `rows` (few, from `affected_on_driver`) reference
         through `fk` (columns of `rows`, in the order of `source`'s key; a reference with a null
         in any column references nothing), one per key, read on the driver; None when a driver
-        lookup does not take them (use `unique_rows`)."""
+        lookup does not take them (use `unique_rows`). `distinct`: the rows may repeat a
+        reference many times (a list_join's elements), so Spark makes them distinct first."""
         from lakejoin.delta.change_feed import null_key
 
-        # Made distinct here, not by Spark: the rows are few, and a distinct is a shuffle (jobs).
-        referring = rows.select(*fk).where(~null_key(tuple(fk))).collect()
+        # Made distinct here, not by Spark, when the rows are few: a distinct is a shuffle (jobs).
+        references = rows.select(*fk).where(~null_key(tuple(fk)))
+        referring = (references.distinct() if distinct else references).collect()
         wanted = list(dict.fromkeys(tuple(r) for r in referring))
         if not lookups.takes(len(wanted), self.most_keys) or not lookups.literal_keys(wanted):
             return None

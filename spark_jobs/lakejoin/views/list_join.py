@@ -5,12 +5,14 @@
 
 Each list is flattened into composite rows (left key, position, element key), and each joined
 on its own. The view keeps no state: a right change finds the lists that hold its key in the
-pinned left table (its key and list columns), and a left row's old list is the output's, its
-elements' keys in order (docs/decisions.md, "State only where it pays"). A batch re-joins only
+pinned left table (its key and list columns), and, in a batch of many keys, a left row's old list
+is the output's, its elements' keys in order (docs/decisions.md, "State only where it pays"). A
+batch re-joins only
 - left rows whose list changed (added, removed, reordered or duplicated elements), and
 - left rows holding an element whose right row changed.
-When the right changes reach more than `fanout_threshold` of the left rows (a popular element),
-the batch recomputes the whole view instead, as fk_join and enrich do.
+When the right changes reach more than `fanout_threshold` of the left rows (a popular element)
+and more than `fanout_min_rows` of them, the batch recomputes the whole view instead, as fk_join
+and enrich do.
 In a batch of many keys, a left row whose other columns changed but whose list did not keeps its
 joined list from the output: its elements are not re-joined. A batch of few keys (found on the
 driver) re-joins every affected list: the carry's own read of the output costs more there.
@@ -266,8 +268,6 @@ class ListJoinView(ViewKindLogic):
         left_changed, right_changed = changes[self.left.name], changes[self.right.name]
         # A batch of few keys finds them and their rows on the driver (lookups.py).
         found = ctx.affected_on_driver(self.left, left_changed, routed) if isinstance(routed, list) else None
-        if isinstance(routed, list):
-            routed = ctx.keys_frame(self.left, routed).select(*as_left_names(key))
         if found is not None:
             (keys, count, key_bounds), left_rows = found
             # A batch of few keys re-joins every affected list: carrying a list as it was costs a
@@ -276,6 +276,8 @@ class ListJoinView(ViewKindLogic):
             rejoin_composite, rebuilt, _ = materialised(composite_rows(left_rows, self.join, key))
             kept, carried, rejoin_rows, carried_left = None, 0, left_rows, None
         else:
+            if isinstance(routed, list):
+                routed = ctx.keys_frame(self.left, routed).select(*as_left_names(key))
             changed_keys = left_changed.select(*as_left_names(key))
             affected, count, bounds = materialised(changed_keys.union(routed).distinct(), lk)
             keys, key_bounds = affected.select(*from_left_names(key)), bounds.renamed(key)
@@ -302,7 +304,11 @@ class ListJoinView(ViewKindLogic):
         referenced = None
         if found is not None:
             parts, names = self._element_columns()
-            referenced = ctx.referenced_on_driver(self.right, elements.select(*parts), names)
+            # every element of every re-joined list (now and before): many rows when the lists
+            # are long, so Spark makes them distinct before they are collected
+            referenced = ctx.referenced_on_driver(
+                self.right, elements.select(*parts), names, distinct=rebuilt > ctx.most_keys
+            )
         if referenced is not None:
             right_rows = referenced
         else:
