@@ -65,3 +65,23 @@ def since(spark: Any, after: int) -> Counter[str]:
                 if "/_delta_log" not in path and files:
                     read[path] += files
     return read
+
+
+def plans(spark: Any, after: int, upto: int | None = None) -> list[str]:
+    """The executed plans (physical, as the UI's SQL tab shows them) of the SQL executions after
+    `after` and up to `upto` (None: the newest), in order."""
+    _drain(spark)
+    found = []
+    for execution in _seq(_store(spark).executionsList()):
+        run = execution.executionId()
+        if run > after and (upto is None or run <= upto):
+            found.append((run, str(execution.physicalPlanDescription())))
+    return [plan for _, plan in sorted(found)]
+
+
+def reads_stored_rows(plan: str) -> bool:
+    """Whether an executed plan reads rows Spark holds (a file scan, or a checkpoint's or an
+    RDD's rows), not only local relations (rows the driver gave it)."""
+    return (
+        bool(_LOCATION.search(plan)) or "ExistingRDD" in plan or "Scan " in plan.replace("LocalTableScan", "")
+    )

@@ -5,8 +5,10 @@ every view loads every key, and then a few rows of every source change. The smal
 follows reads its change ranges, its affected rows and their other sides, its state rows and
 its checks' rows with delta-rs at the pinned versions; Spark computes over local relations.
 Spark's own SQL status store (tests/scans.py) counts the data files its scans read: none of
-any table, inputs, output or state. Two views reading one source (merchants) read its change
-range once. The outputs then equal their recompute.
+any table, inputs, output or state. The recomputed rows are collected once: the checks and the
+output write take them from the driver, and no query of theirs reads rows Spark holds. Two views
+reading one source (merchants) read its change range once. The outputs then equal their
+recompute.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from lakejoin.delta import change_feed
-from lakejoin.engine.batch import recompute_view, run_view
+from lakejoin.engine import batch
+from lakejoin.engine.batch import Phase, recompute_view, run_view
 from lakejoin.engine.pipeline import run_pipeline
 from tests import scans
 from tests.lakehouse import ADDRESSES, CUSTOMERS, ITEMS, MASTERS, PERSONS, PRODUCTS, PURCHASES, write_spec
@@ -88,7 +91,7 @@ def _arrow(schema: str, rows: list[tuple]) -> pa.Table:
     )
 
 
-def test_a_small_batch_of_every_kind_scans_no_file(lake) -> None:
+def test_a_small_batch_of_every_kind_scans_no_file(lake, monkeypatch) -> None:
     merchants = ROWS // 5
     _create(
         lake, "merchants", MASTERS, [(f"m{i:02}", f"shop {i}", "NO", f"{i}.png") for i in range(merchants)]
@@ -129,13 +132,26 @@ def test_a_small_batch_of_every_kind_scans_no_file(lake) -> None:
 
     marks: dict[str, int] = {}
     read: dict[str, dict[str, int]] = {}
+    phases: dict[str, dict[Phase, int]] = {}
 
-    def started(view: str) -> None:
+    def started(view: str):  # noqa: ANN202 - the view's phase callback
         marks[view] = scans.mark(lake.spark)
+        phases[view] = {}
+        return lambda phase: phases[view].setdefault(phase, scans.mark(lake.spark))
 
     def ended(result) -> None:  # noqa: ANN001 - a ViewResult
         read[result.view] = dict(scans.since(lake.spark, marks[result.view]))
 
+    written: dict[str, tuple[int, int]] = {}  # the output write's SQL executions, by view
+    write_output = batch.write_output
+
+    def marked(spark, spec, view, *args):  # noqa: ANN001, ANN202 - write_output's own
+        start = scans.mark(lake.spark)
+        done = write_output(spark, spec, view, *args)
+        written[view.name] = (start, scans.mark(lake.spark))
+        return done
+
+    monkeypatch.setattr(batch, "write_output", marked)
     before = dict(change_feed.driver_reads)
     results = run_pipeline(lake.spark, spec, list(spec.views), parallel=1, on_view=started, on_result=ended)
     for result in results:
@@ -143,6 +159,13 @@ def test_a_small_batch_of_every_kind_scans_no_file(lake) -> None:
         assert summary is not None and summary.affected_keys > 0, view
         assert set(summary.change_reads.values()) == {"driver"}, (view, summary.change_reads)
         assert not read[view], f"{view}'s small batch scanned files with Spark: {read[view]}"
+        # its recomputed rows are collected once: the checks and the write take them from the
+        # driver, so no query of theirs reads rows Spark holds (a scan, a checkpoint, an RDD)
+        assert "recomputed rows" in summary.notes, (view, summary.notes)
+        at = phases[view]
+        for step, (start, end) in (("check", (at[Phase.CHECK], at[Phase.WRITE])), ("write", written[view])):
+            again = [p for p in scans.plans(lake.spark, start, end) if scans.reads_stored_rows(p)]
+            assert not again, f"{view}'s {step} read stored rows again: {again}"
     # merchants' range is read by display_products and merchants_by_name: on the driver once,
     # the second view answered from the run's read; every other source's range once
     assert change_feed.driver_reads["read"] - before["read"] == len(KEYS)

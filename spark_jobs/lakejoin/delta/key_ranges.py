@@ -166,3 +166,18 @@ def materialised(
     if not columns or not enabled(frame.sparkSession):
         return done, int(row["n"]), KeyRange(tuple(columns))
     return done, int(row["n"]), KeyRange.from_row(frame, columns, row)
+
+
+def collected(frame: DataFrame, *, also: Sequence[Column] = (), seen: dict[str, Any] | None = None) -> Any:
+    """`frame`'s rows on the driver (a pyarrow Table), collected in one Spark job that also
+    computes the `also` aggregates, whose values go into `seen` (as `materialised`'s do), and
+    counts the rows (`seen["n"]`). For a batch of few rows: what it then checks and writes is
+    this one copy, not the frame read again (issue 52)."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    observed = Observation()
+    rows = frame.observe(observed, F.count(F.lit(1)).alias("n"), *also).toArrow()
+    if seen is not None:
+        seen.update(observed.get)
+    return rows

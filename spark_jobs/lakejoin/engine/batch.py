@@ -16,10 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lakejoin.delta import lookups
 from lakejoin.delta.identity import Identities
 from lakejoin.delta.kept_tables import health_path, state_path
-from lakejoin.delta.key_ranges import materialised
+from lakejoin.delta.key_ranges import collected, materialised
 from lakejoin.delta.log import BatchLog
+from lakejoin.delta.lookups import as_spark
 from lakejoin.delta.markers import failpoint
 from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus
 from lakejoin.engine.audit import audit, difference_error, slicing
@@ -43,12 +45,13 @@ from lakejoin.quality.audit_plan import CUTS, DIFFERENCES, SLICE, SLICES
 from lakejoin.quality.checks import Validation
 from lakejoin.quality.health import Health, breaches
 from lakejoin.quality.health_checks import validation as health_validation
+from lakejoin.sink.choice import HeldRows
 from lakejoin.sink.key_upsert import enabled as upsert_enabled
 from lakejoin.spec.definition import fingerprint
 from lakejoin.spec.model import PipelineSpec, View
 from lakejoin.views.base import Rebuilt, ViewKindLogic
 from lakejoin.views.context import BatchContext
-from lakejoin.views.health_flags import HEALTH_PIN, KEEP, plain
+from lakejoin.views.health_flags import HEALTH_PIN, KEEP, plain, plain_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -283,8 +286,21 @@ def _run_planned(
         if ctx.count_health:  # the affected keys' flags before the batch, beside the new ones
             flagged_before = prior(ctx, kind, rebuilt, health_path(spec, view))
             rows, also = beside(ctx, kind, rows, flagged_before)
-        flagged, summary.recomputed_rows, _ = materialised(rows, also=also, seen=seen)
-        recomputed = plain(flagged)
+        held: HeldRows | None = None
+        keys = _few_keys(ctx, kind, rebuilt)
+        if keys is not None:  # few rows: collected once, and checked and written from there
+            table = collected(rows, also=also, seen=seen)
+            summary.recomputed_rows = int(seen["n"])
+            flagged = as_spark(spark, table, rows.schema)
+            held = HeldRows(plain_rows(table), keys)
+            recomputed = as_spark(spark, held.rows, plain(rows).schema)
+            summary.notes["recomputed rows"] = (
+                f"{summary.recomputed_rows} collected once on the driver (a batch of few keys): "
+                "the checks and the write take them from there"
+            )
+        else:
+            flagged, summary.recomputed_rows, _ = materialised(rows, also=also, seen=seen)
+            recomputed = plain(flagged)
         lineage.output_columns = list(recomputed.dtypes)  # the frame's schema: no job
     except KeyConflictError as exc:
         _abandon(log, plan, summary, f"key conflict: {exc.what}")
@@ -308,6 +324,7 @@ def _run_planned(
                 plan,
                 [*kind.validations(ctx, recomputed, rebuilt), *([limits] if limits else [])],
                 rows=recomputed,
+                held=held.rows if held is not None else None,
                 size=summary.recomputed_rows,
                 metrics=summary.metrics(),
             )
@@ -329,7 +346,7 @@ def _run_planned(
             pins[HEALTH_PIN] = version
     identities = {**plan.identities, **written_identities(spec, view, kind, plan, pins)}
     summary.identities = identities
-    written = write_output(spark, spec, view, kind, plan, pins, recomputed, rebuilt, identities)
+    written = write_output(spark, spec, view, kind, plan, pins, recomputed, rebuilt, identities, held)
     failpoint("after_output_commit")
     counts = written.counts
     summary.pinned_versions = pins
@@ -378,6 +395,16 @@ def _run_planned(
         )
     if audited is not None and audited.differences:
         raise difference_error(spec, view, audited, f"the audit of batch {plan.batch_id}")
+
+
+def _few_keys(ctx: BatchContext, kind: ViewKindLogic, rebuilt: Rebuilt) -> list[tuple[Any, ...]] | None:
+    """The affected keys of a batch of few keys (at most a driver lookup's), on the driver
+    (collected when the kind did not find them there); None for a batch of many keys or of
+    every key, whose rows Spark materialises. Each kind writes at most one row per affected key,
+    so the rows a batch of few keys recomputes are few too."""
+    if rebuilt.affected is None or not lookups.takes(rebuilt.affected_count, ctx.most_keys):
+        return None
+    return ctx.key_values(rebuilt.affected, tuple(kind.output_key), rebuilt.affected_count)
 
 
 def written_identities(

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from lakejoin.delta.key_ranges import KeyRange
     from lakejoin.engine.health import FlaggedUpdate
     from lakejoin.engine.plan import BatchPlan
+    from lakejoin.sink.choice import HeldRows
     from lakejoin.views.base import Rebuilt, ViewKindLogic
     from lakejoin.views.context import BatchContext
 
@@ -109,9 +110,12 @@ def write_output(
     recomputed: DataFrame,
     rebuilt: Rebuilt,
     identities: Identities | None = None,
+    held: HeldRows | None = None,
 ) -> OutputWrite:
     """MERGE the recomputed rows into the output; its last commit carries the batch, `pins` and
-    which table each pin is of (`identities`, the plan's when not given)."""
+    which table each pin is of (`identities`, the plan's when not given). `held`: the rows and
+    the affected keys of a small batch on the driver, which the driver's MERGE writes as they
+    are."""
     affected = rebuilt.affected
     where = f"view '{view.name}' output ({view.path})"
     keys = list(kind.output_key)
@@ -142,7 +146,9 @@ def write_output(
                 known = None
                 if rebuilt.affected_count is not None and rebuilt.bounds is not None:
                     known = (affected, rebuilt.affected_count, rebuilt.bounds)
-                counts = merge_affected(spark, view.path, recomputed, affected, keys, commit, known=known)
+                counts = merge_affected(
+                    spark, view.path, recomputed, affected, keys, commit, known=known, held=held
+                )
     except ConcurrentBatchError as exc:
         raise _or_committed(exc, view.path, commit.app, commit.final.batch_id) from exc
     except Exception as exc:

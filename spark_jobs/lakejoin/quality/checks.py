@@ -21,7 +21,7 @@ import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -186,6 +186,7 @@ def check_batch(
     validations: list[Validation],
     *,
     rows: DataFrame | None = None,
+    held: Any = None,
     size: int | None = None,
     metrics: dict[str, int] | None = None,
 ) -> QualityReport:
@@ -198,6 +199,9 @@ def check_batch(
     (`data_docs.on_driver`) without a count of its own.
 
     `metrics` (the batch's counts and phase durations so far) go into the report and its page.
+
+    `held`: `rows` already on the driver (a pyarrow Table, a batch of few keys): a validation of
+    `rows` themselves validates that copy, with no Spark job.
     """
     from lakejoin.quality.data_docs import DataDocs, on_driver
     from lakejoin.quality.suites import user_suite
@@ -205,6 +209,9 @@ def check_batch(
     suite = user_suite(spec, view)
     if suite is not None and rows is not None:
         validations = [*validations, Validation(USER_SUITE, rows, suite.expectations)]
+    if held is not None and rows is not None:
+        local = held.to_pandas()
+        validations = [replace(v, rows=local) if v.rows is rows else v for v in validations]
     with GX_LOCK:  # a GX context is one thread's at a time (views run in threads)
         docs = DataDocs.at(reports_root(spec))
         driver = on_driver(size)

@@ -61,15 +61,30 @@ def merge_affected(
     commit: OutputCommit | None = None,
     *,
     known: Keys | None = None,
+    held: HeldRows | None = None,
 ) -> MergeCounts:
     """Write the recomputed rows of the affected keys; affected keys with no row are deleted.
-    `known`: `affected` as `key_ranges.materialised` gave it (frame, count, range)."""
+    `known`: `affected` as `key_ranges.materialised` gave it (frame, count, range). `held`: the
+    same rows and keys on the driver, which the driver's MERGE writes as they are (no Spark job
+    reads the rows again)."""
     from pyspark.sql import functions as F
 
     present = recomputed.withColumn(PRESENT, F.lit(True))
     source = affected.select(*spark_columns(key)).join(present, on=list(key), how="left")
     source = source.withColumn(KEEP, F.col(PRESENT).isNotNull()).drop(PRESENT)
-    return merge_by_key(spark, path, source, key, recomputed.columns, full=False, commit=commit, known=known)
+    rows = driver_merge.keyed_rows(held.rows, held.keys, key) if held is not None else None
+    return merge_by_key(
+        spark, path, source, key, recomputed.columns, full=False, commit=commit, known=known, rows=rows
+    )
+
+
+@dataclass(frozen=True)
+class HeldRows:
+    """A small batch's recomputed rows on the driver (`rows`, a pyarrow Table of the output's
+    columns) and its affected keys (`keys`, tuples of the output key's columns)."""
+
+    rows: Any
+    keys: Sequence[tuple[Any, ...]]
 
 
 def upsert_affected(
@@ -195,6 +210,7 @@ def merge_by_key(
     full: bool,
     commit: OutputCommit | None = None,
     known: Keys | None = None,
+    rows: Any = None,
 ) -> MergeCounts:
     """Make the table's rows under the keys of `source` what `source` says. A source row whose
     boolean `KEEP` column is false deletes its key; the others insert, or update a row whose
@@ -206,7 +222,8 @@ def merge_by_key(
     Without it (a state table), inside `markers.idempotent` it applies once per (app, version).
 
     `known` (not with `full`): the keys of `source`, one row each, as `key_ranges.materialised`
-    gave them (frame, count, range), so they are not counted again.
+    gave them (frame, count, range), so they are not counted again. `rows`: `source` on the
+    driver already (a pyarrow Table, `columns` and `KEEP`), which the driver's MERGE takes as it is.
 
     >>> rows = rows.withColumn(KEEP, F.lit(True))                             # doctest: +SKIP
     >>> merge_by_key(spark, path, rows, ["id"], rows.columns[:-1], full=False)  # doctest: +SKIP
@@ -227,7 +244,8 @@ def merge_by_key(
     chosen = choose_write(keys, full=full, state=commit is None, facts=facts)
     if chosen is WritePath.DRIVER_MERGE:
         try:
-            return replace(_merge_on_driver(spark, path, keyed, columns, key, commit, keys=keys), keys=keys)
+            merged = _merge_on_driver(spark, path, keyed, columns, key, commit, keys=keys, rows=rows)
+            return replace(merged, keys=keys)
         except driver_merge.DriverMergeFailedError as exc:  # nothing committed: Spark's MERGE writes it
             log.warning(
                 "lakejoin: the driver's MERGE into %s failed (%s); Spark's MERGE writes the batch", path, exc
@@ -256,9 +274,11 @@ def _merge_on_driver(
     commit: OutputCommit | None,
     *,
     keys: int,
+    rows: Any = None,
 ) -> MergeCounts:
     """The one MERGE of a batch of `keys` keys, by delta-rs (see driver_merge.py): stamped as
-    the batch commit with `commit`, else with the `idempotent` block's txn the session is in."""
+    the batch commit with `commit`, else with the `idempotent` block's txn the session is in.
+    `rows`: `source` already on the driver (Arrow), else collected here."""
     if commit is None:  # a state table: the session's txn, and its commit's metadata if it has one
         inserted, updated, deleted, applied = driver_merge.merge_on_driver(
             path,
@@ -269,6 +289,7 @@ def _merge_on_driver(
             user_metadata=spark.conf.get(USER_METADATA, None),
             listed=key_ranges.enabled(spark),
             empty=keys == 0,
+            rows=rows,
         )
         return MergeCounts(inserted=inserted, updated=updated, deleted=deleted, applied=applied)
     marker = commit.final
@@ -281,6 +302,7 @@ def _merge_on_driver(
         user_metadata=marker.as_json(),
         listed=key_ranges.enabled(spark),
         empty=keys == 0,
+        rows=rows,
     )
     return final_counts(path, commit, MergeCounts(inserted=inserted, updated=updated, deleted=deleted))
 

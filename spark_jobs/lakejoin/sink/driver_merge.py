@@ -190,6 +190,7 @@ def merge_on_driver(
     user_metadata: str | None = None,
     listed: bool = True,
     empty: bool = False,
+    rows: pa.Table | None = None,
 ) -> tuple[int, int, int, bool]:
     """Make the table's rows under the keys of `source` what `source` says (see
     `choice.merge_by_key`: `KEEP` false deletes, an unchanged row is left alone), in one delta-rs
@@ -197,15 +198,49 @@ def merge_on_driver(
     condition lists the keys' first column, so delta-rs reads only the files that hold them.
     Returns (inserted, updated, deleted, applied); not applied when the table already holds
     `txn` (an earlier attempt wrote it). `empty`: the caller counted no row in `source`, which
-    is then not collected (the batch's commit alone, no Spark job)."""
+    is then not collected (the batch's commit alone, no Spark job). `rows`: `source` already on
+    the driver (`keyed_rows`), not collected again."""
     from deltalake import DeltaTable
     from pyspark.sql.pandas.types import to_arrow_schema
 
     if txn is not None and (DeltaTable(path).transaction_version(txn[0]) or -1) >= txn[1]:
         return 0, 0, 0, False  # before the rows are collected: no Spark job
-    chosen = source.select(*spark_columns([*columns, KEEP]))
-    rows = to_arrow_schema(chosen.schema).empty_table() if empty else chosen.toArrow()
+    if rows is None:
+        chosen = source.select(*spark_columns([*columns, KEEP]))
+        rows = to_arrow_schema(chosen.schema).empty_table() if empty else chosen.toArrow()
+    else:
+        rows = rows.select([*columns, KEEP])
     return merge_rows(path, rows, columns, key, txn=txn, user_metadata=user_metadata, listed=listed)
+
+
+def keyed_rows(rows: pa.Table, keys: Sequence[tuple[Any, ...]], key: Sequence[str]) -> pa.Table:
+    """`merge_on_driver`'s source for the rows of a batch of `keys` on the driver: each row of
+    `rows` whose key is one of `keys`, `KEEP` true, and each of `keys` without a row, `KEEP`
+    false (its other columns null): the affected keys left-joined to their rows, as Spark
+    builds it for a batch whose rows are not on the driver (`choice.merge_affected`)."""
+    import pyarrow as pa
+
+    from lakejoin.delta.lookups import key_tuples
+
+    wanted = set(keys)
+    found = key_tuples(rows, list(key))
+    present = set(found)
+    rows = rows.filter(pa.array([k in wanted for k in found], type=pa.bool_()))
+    kept = rows.append_column(KEEP, pa.array([True] * rows.num_rows, type=pa.bool_()))
+    gone = [k for k in dict.fromkeys(keys) if k not in present]
+    if not gone:
+        return kept
+    where = {c: i for i, c in enumerate(key)}
+    columns = [
+        pa.array([k[where[f.name]] for k in gone], type=f.type)
+        if f.name in where
+        else pa.nulls(len(gone), type=f.type)
+        for f in rows.schema
+    ]
+    deleted = pa.Table.from_arrays(
+        [*columns, pa.array([False] * len(gone), type=pa.bool_())], schema=kept.schema
+    )
+    return pa.concat_tables([kept, deleted])
 
 
 def merge_rows(

@@ -291,6 +291,7 @@ class BatchContext:
         if rows is None:
             return None
         keys = self.keys_frame(source, values, rows.schema)
+        self.know_keys(keys, source.key, values)  # the batch's write takes them (engine/batch.py)
         listed = values and enabled(self.spark)
         bounds = KeyRange(source.key)
         if listed:

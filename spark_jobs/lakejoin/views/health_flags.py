@@ -9,7 +9,7 @@ it writes are the kind's usual rows.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -34,6 +34,14 @@ def plain(frame: DataFrame) -> DataFrame:
     if not flagged(frame):
         return frame
     return frame.where(F.col(KEEP)).drop(*[c for c in frame.columns if c.startswith(PREFIX)])
+
+
+def plain_rows(rows: Any) -> Any:
+    """`plain` of rows on the driver (a pyarrow Table): the kept rows, without the flags."""
+    if KEEP not in rows.column_names:
+        return rows
+    kept = rows.filter(rows.column(KEEP).fill_null(False))
+    return kept.drop_columns([c for c in rows.column_names if c.startswith(PREFIX)])
 
 
 def sums(measures: Sequence[str]) -> list[Column]:
