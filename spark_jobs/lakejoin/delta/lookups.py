@@ -196,16 +196,30 @@ def key_tuples(rows: pa.Table, key: Columns) -> list[tuple[Any, ...]]:
 
 def without(rows: pa.Table, key: Columns, values: Sequence[tuple[Any, ...]]) -> pa.Table:
     """`rows` but those whose `key` is one of `values`."""
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     if not values or rows.num_rows == 0:
         return rows
+    return rows.filter(pc.invert(_holds(rows, key, values)))
+
+
+def within(rows: pa.Table, key: Columns, values: Sequence[tuple[Any, ...]]) -> pa.Table:
+    """The rows of `rows` whose `key` is one of `values`."""
+    if rows.num_rows == 0:
+        return rows
+    return rows.filter(_holds(rows, key, values))
+
+
+def _holds(rows: pa.Table, key: Columns, values: Sequence[tuple[Any, ...]]) -> pa.ChunkedArray | pa.Array:
+    """Per row of `rows`, whether its `key` is one of `values`."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     if len(key) == 1:
         listed = pa.array([v[0] for v in values]).cast(rows.schema.field(key[0]).type)
-        return rows.filter(pc.invert(pc.is_in(rows[key[0]], value_set=listed)))
-    dropped = set(values)
-    return rows.filter(pa.array([k not in dropped for k in key_tuples(rows, key)], type=pa.bool_()))
+        return pc.is_in(rows[key[0]], value_set=listed)
+    held = set(values)
+    return pa.array([k in held for k in key_tuples(rows, key)], type=pa.bool_())
 
 
 def duplicates(rows: pa.Table, key: Columns, *, shown: int = 5) -> list[tuple[tuple[Any, ...], int]]:

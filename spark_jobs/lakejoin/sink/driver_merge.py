@@ -220,12 +220,10 @@ def keyed_rows(rows: pa.Table, keys: Sequence[tuple[Any, ...]], key: Sequence[st
     builds it for a batch whose rows are not on the driver (`choice.merge_affected`)."""
     import pyarrow as pa
 
-    from lakejoin.delta.lookups import key_tuples
+    from lakejoin.delta.lookups import key_tuples, within
 
-    wanted = set(keys)
-    found = key_tuples(rows, list(key))
-    present = set(found)
-    rows = rows.filter(pa.array([k in wanted for k in found], type=pa.bool_()))
+    rows = within(rows, list(key), keys)
+    present = set(key_tuples(rows, list(key)))
     kept = rows.append_column(KEEP, pa.array([True] * rows.num_rows, type=pa.bool_()))
     gone = [k for k in dict.fromkeys(keys) if k not in present]
     if not gone:
