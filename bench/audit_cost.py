@@ -49,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench.targets import replace_entries
     from bench.variants import spec_for
     from lakejoin.delta.session import spark_session
+    from lakejoin.engine.audit import WHOLE_MAX_ROWS
     from lakejoin.engine.batch import batch_log
 
     parser = argparse.ArgumentParser(prog="python -m bench.audit_cost", description=__doc__.split("\n")[0])
@@ -70,12 +71,23 @@ def main(argv: list[str] | None = None) -> int:
         help="the sources keep deletion vectors, so a CDC MERGE leaves their files laid out by key "
         "(figures go to audit_cost_dv.json and entries of their own)",
     )
+    parser.add_argument(
+        "--whole-max-rows",
+        type=int,
+        default=None,
+        help="spark.lakejoin.audit.wholeMaxRows: up to how many output rows the audit checks every key "
+        "on the driver (0: slices in Spark, as before issue 52's session 63)",
+    )
+    parser.add_argument("--name", default=None, help="the figures' file and entries (default audit_cost)")
     args = parser.parse_args(argv)
-    name = "audit_cost_dv" if args.deletion_vectors else "audit_cost"
+    name = args.name or ("audit_cost_dv" if args.deletion_vectors else "audit_cost")
 
     work = Path(args.work)
     shutil.rmtree(work, ignore_errors=True)
-    spark = spark_session(app_name="lakejoin-audit-cost", extra={"spark.driver.memory": args.driver_memory})
+    extra = {"spark.driver.memory": args.driver_memory}
+    if args.whole_max_rows is not None:
+        extra[WHOLE_MAX_ROWS] = str(args.whole_max_rows)
+    spark = spark_session(app_name="lakejoin-audit-cost", extra=extra)
     sizes = Sizes.at(args.orders)
     paths = write_sources(spark, work, sizes, args.seed)
     spec = spec_for("audit_cost", work / "lakejoin", paths)
@@ -126,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
                 "audit_seconds": audit,
                 "health_jobs": health_jobs,
                 "health": health,
+                "audit_note": (logged.notes.get("audit") if logged else None) if audit else None,
             }
         )
         print(f"batch {number}: audit {audit:.2f} s of {figures['seconds']:.2f} s", flush=True)
@@ -149,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         "paid_share": paid,
         "health_jobs": max(b["health_jobs"] for b in batches),
         "source_deletion_vectors": args.deletion_vectors,
+        "audit_scopes": sorted({b["audit_note"] for b in audited if b["audit_note"]}),
     }
     flagged = max(b["health"].get("health.missing_right", 0) for b in batches)
     out = Path(args.out) / "bench"
@@ -157,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     scale = f"{args.orders / 1e6:g} M orders, facts at {RATE:.0%}, {VIEW}"
     if args.deletion_vectors:
         scale += ", sources with deletion vectors"
+    if args.whole_max_rows is not None:
+        scale += f", audit.wholeMaxRows {args.whole_max_rows}"
     entries = [
         {
             "target": f"audit slice cost as a share of the batch ({scale}: an audit batch's audit seconds "

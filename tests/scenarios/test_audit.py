@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from lakejoin.delta.log import BatchLog
 from lakejoin.errors import AuditDifferenceError
-from lakejoin.quality.audit_plan import DIFFERENCES, SLICE
+from lakejoin.quality.audit_plan import CUTS, DIFFERENCES, EVERY_KEY, SLICE
 from lakejoin.spec.parse import load_spec
+from tests import scans
 from tests.delta.test_key_ranges import moved_away
 from tests.lakehouse import MERCHANTS, PRODUCTS, Lakehouse, drift
 
@@ -36,18 +38,23 @@ def audited(lake: Lakehouse):  # noqa: ANN201
 
 
 def test_a_wrong_output_row_its_log_cannot_explain_is_found_within_one_round_of_slices(
-    lake, capsys, monkeypatch
+    lake, capsys, monkeypatch, request
 ):
     """A row edited under lakejoin's own marker, as a faulty batch would write it (an edit the
     log shows recomputes the view instead: tests/scenarios/test_replaced_inputs.py). The view's
     first build lays its output out in files of 3 keys, so a round cuts the keys by ranges of
-    product_id read from those files (engine/audit.py)."""
+    product_id read from those files (engine/audit.py). The output is small, so it is audited by
+    slices only while the whole-output audit on the driver is off; with it on (the default), the
+    next batch checks every key, on the driver."""
     from deltalake import DeltaTable
 
     from lakejoin.cli.main import main
     from lakejoin.delta import key_ranges
+    from lakejoin.engine.audit import WHOLE_MAX_ROWS
 
     monkeypatch.setattr(key_ranges, "ROWS_PER_FILE", 3)
+    lake.spark.conf.set(WHOLE_MAX_ROWS, "0")
+    request.addfinalizer(lambda: lake.spark.conf.unset(WHOLE_MAX_ROWS))
 
     lake.create("merchants", MERCHANTS, [("m1", "Acme", "a.png"), ("m2", "Bolt", "b.png")])
     products = [(f"p{i}", f"item {i}", float(i), "m1" if i % 2 else "m2") for i in range(1, 13)]
@@ -123,3 +130,17 @@ def test_a_wrong_output_row_its_log_cannot_explain_is_found_within_one_round_of_
             stack.enter_context(moved_away(file, Path(lake.path("products")).parent))
         checked = audit(*found, version, 1, cut)
     assert (checked.differences, checked.scope) == (0, cut.text(1))
+
+    # A small output is audited whole, on the driver (the default): the next batch finds a row
+    # edited behind lakejoin's back whatever slice is due, and Spark reads none of the output.
+    lake.spark.conf.unset(WHOLE_MAX_ROWS)
+    drift(path, "product_id = 'p5'", {"display_name": "'Forged'"})
+    lake.upsert("products", "product_id", [("q9", "new", 1.0, "m1")])
+    mark = scans.mark(lake.spark)
+    with pytest.raises(AuditDifferenceError) as whole:
+        lake.run(spec, VIEW)
+    assert "checked every key (a small output, " in whole.value.what, whole.value.what
+    assert "compared on the driver) and found 1 key(s)" in whole.value.what and "'p5'" in whole.value.what
+    assert not scans.since(lake.spark, mark)[path], "the whole-output audit read the output with Spark"
+    logged = BatchLog.of(spec).last_committed(VIEW)
+    assert logged is not None and logged.metrics[CUTS] == EVERY_KEY and logged.metrics[DIFFERENCES] == 1

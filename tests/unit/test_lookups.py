@@ -175,6 +175,23 @@ def test_a_long_key_list_is_read_in_chunks(tmp_path):
     assert sorted(rows["k"].to_pylist()) == list(range(0, 50_000, 2))
 
 
+def test_a_reach_past_the_drivers_limit_is_not_read_whole(tmp_path):
+    """The routes of a popular right key (issue 52, item 8): past `most` left rows the driver
+    stops reading (the reach is then Spark's to find), in every chunk of keys."""
+    from lakejoin.delta import routing
+
+    path = str(tmp_path / "facts")
+    write_deltalake(path, pa.table({"id": list(range(12_000)), "fk": [k % 6_000 for k in range(12_000)]}))
+    changed = keyed(*range(5_500))  # two chunks of keys, 11,000 rows reach them
+    assert routing.routed_on_driver(path, 0, changed, ("fk",), most=10_999, left_key=("id",)) is None
+    reached = routing.routed_on_driver(path, 0, changed, ("fk",), most=11_000, left_key=("id",))
+    assert reached is not None and len(reached) == 11_000
+    rows = lookups.read_keys(path, 0, ("fk",), changed, ["id"], most_rows=100)
+    assert rows is not None and rows.num_rows == 101  # one past the limit: enough to know
+    few = routing.routed_on_driver(path, 0, keyed(0, 1), ("fk",), most=4, left_key=("id",))
+    assert sorted(few or []) == [(0,), (1,), (6_000,), (6_001,)]
+
+
 @pytest.mark.parametrize(
     ("count", "most", "takes"),
     [

@@ -81,10 +81,14 @@ def read_keys(
     key: Columns,
     values: Sequence[tuple[Any, ...]],
     columns: Sequence[str] | None = None,
+    *,
+    most_rows: int | None = None,
 ) -> pa.Table | None:
     """The rows of the table at `path`, as of `version`, whose `key` columns hold one of
     `values` (its `columns`, or all), as a pyarrow Table; None when delta-rs does not read the
-    table as Spark would (`readable`). The caller checks `literal_keys`."""
+    table as Spark would (`readable`). The caller checks `literal_keys`. With `most_rows`, the
+    reading stops at one row more than that (a caller that cannot take more learns so without
+    reading every match: DataFusion ends the scan at the limit)."""
     import pyarrow as pa
     from deltalake import DeltaTable, QueryBuilder
 
@@ -95,7 +99,7 @@ def read_keys(
         return None
     chosen = ", ".join(quoted(c) for c in columns) if columns else "*"
     distinct = sorted(set(values))
-    parts = []
+    parts: list[pa.Table] = []
     # A chunk at a time: DataFusion plans `IN (...)` recursively, and a list of 25-30 k
     # literals overflowed the 8 MB stack and killed the process (session 32). Each sorted chunk
     # also has a narrower range, which skips more files.
@@ -108,7 +112,11 @@ def read_keys(
             for i, c in enumerate(key)
         )
         sql = f"SELECT {chosen} FROM t WHERE {bounds} AND {key_in(key, chunk)}"
+        if most_rows is not None:
+            sql += f" LIMIT {most_rows + 1 - sum(p.num_rows for p in parts)}"
         parts.append(pa.table(QueryBuilder().register("t", table).execute(sql).read_all()))
+        if most_rows is not None and sum(p.num_rows for p in parts) > most_rows:
+            break
     if not parts:
         sql = f"SELECT {chosen} FROM t WHERE FALSE"
         parts.append(pa.table(QueryBuilder().register("t", table).execute(sql).read_all()))

@@ -85,8 +85,10 @@ def routed_on_driver(
 
     if not changed_right_keys:
         return []
-    rows = lookups.read_keys(path, version, route, changed_right_keys, list(dict.fromkeys(left_key)))
-    if rows is None:
+    # Rows past `most` are not read: the reach is then Spark's to find, whatever it holds.
+    columns = list(dict.fromkeys(left_key))
+    rows = lookups.read_keys(path, version, route, changed_right_keys, columns, most_rows=most)
+    if rows is None or rows.num_rows > most:
         return None
     reached = list(dict.fromkeys(lookups.key_tuples(rows, left_key)))
     return reached if len(reached) <= most else None

@@ -16,6 +16,12 @@ own full recompute, lazily and without its input checks (the batch ran them); th
 at the committed version with the same filter. One job compares them by key and a hash of every
 column: how many keys differ, and the first 20.
 
+A small output (at most `spark.lakejoin.audit.wholeMaxRows` rows in its files, 20,000 by
+default) is audited whole, on the driver: its rows are read with delta-rs (no Spark scan), the
+kind's full recompute is collected as Arrow (one job, the one a slice also runs), and the two
+are compared by key and value there. A slice of a small output costs what the whole costs (its
+inputs are read whole either way), so such an audit checks every key at once.
+
 `lakejoin audit SPEC --full` runs every slice at once.
 """
 
@@ -31,6 +37,8 @@ from lakejoin.quality.audit_plan import EVERY_KEY
 from lakejoin.spec.model import Key
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+    from deltalake import DeltaTable
     from pyspark.sql import Column, DataFrame, SparkSession
 
     from lakejoin.spec.model import PipelineSpec, View
@@ -40,6 +48,11 @@ if TYPE_CHECKING:
 _log = logging.getLogger("lakejoin")
 
 SHOWN = 20  # keys an audit names
+# Up to how many rows (in the output's files, at the audited version) an output is audited whole
+# on the driver; 0: always by slices in Spark. A collect of 20,000 rows and their comparison in
+# Python take about a tenth of a second; a Spark slice's job alone several.
+WHOLE_MAX_ROWS = "spark.lakejoin.audit.wholeMaxRows"
+WHOLE_MAX_ROWS_DEFAULT = 20_000
 _EXPECTED, _FOUND = "_lj_expected", "_lj_found"
 
 
@@ -186,16 +199,14 @@ def in_slice(key: Key, slice_: int | None, slicing: Slicing) -> Column:
     return lo & (column < F.lit(cut[slice_])) if slice_ < len(cut) else lo
 
 
-def derived(ctx: BatchContext, kind: ViewKindLogic) -> Rebuilt:
+def derived(ctx: BatchContext, kind: ViewKindLogic, *, health: bool = False) -> Rebuilt:
     """Every row the inputs at the batch's pins give the view, lazily: the kind's full recompute
     with the input checks off (the batch ran them). The audit compares them with the output;
-    join health recounts them (flagged, while `ctx.count_health` is on) when a batch has no
-    flagged keys or totals to go on from."""
-    ctx.check_inputs = False
-    try:
-        return kind.rebuild(ctx, None)
-    finally:
-        ctx.check_inputs = True
+    join health recounts them (flagged: `health`) when a batch has no flagged keys or totals to
+    go on from."""
+    from lakejoin.views.context import Derivation
+
+    return kind.rebuild(ctx.deriving(Derivation(health=health, check_inputs=False)), None)
 
 
 def derived_rows(ctx: BatchContext, kind: ViewKindLogic) -> DataFrame:
@@ -208,6 +219,9 @@ def audit(
     """Compare the slice of the derived rows with the output at `output_version`, in one job."""
     from pyspark.sql import functions as F
 
+    small = small_output(ctx.view.path, output_version, whole_max_rows(ctx.spark))
+    if small is not None:
+        return _whole_on_driver(ctx, kind, small, cut.slices)
     key = list(kind.output_key)
     chosen = in_slice(tuple(key), slice_, cut)
     scope = cut.text(slice_) if slice_ is not None else "every key"
@@ -229,6 +243,80 @@ def audit(
     assert row is not None, "an aggregate without grouping returns one row"
     keys = [tuple(k[c] for c in key) for k in row["keys"] or []]
     return AuditResult(slice_, cut.slices, int(row["n"]), keys, scope)
+
+
+def whole_max_rows(spark: SparkSession) -> int:
+    return int(spark.conf.get(WHOLE_MAX_ROWS, None) or WHOLE_MAX_ROWS_DEFAULT)
+
+
+def small_output(path: str, version: int, most: int) -> DeltaTable | None:
+    """The output at `version` when it is small enough to audit whole on the driver (at most
+    `most` rows in its files, by their statistics: no data read) and delta-rs reads it as Spark
+    would; None otherwise."""
+    from deltalake import DeltaTable
+
+    from lakejoin.delta.lookups import readable
+
+    if most <= 0:
+        return None
+    table = DeltaTable(path, version=version)
+    rows = table.get_add_actions(flatten=True).column("num_records").to_pylist()
+    if any(n is None for n in rows) or sum(rows) > most or not readable(table):
+        return None
+    return table
+
+
+def _whole_on_driver(ctx: BatchContext, kind: ViewKindLogic, output: DeltaTable, slices: int) -> AuditResult:
+    """Every key of a small output against the kind's full recompute, compared on the driver."""
+    import pyarrow as pa
+    from deltalake import QueryBuilder
+
+    from lakejoin.delta.lookups import plain
+
+    found = plain(pa.table(QueryBuilder().register("t", output).execute("SELECT * FROM t").read_all()))
+    expected = derived_rows(ctx, kind).select(*spark_columns(found.column_names)).toArrow()
+    differ = differing_keys(expected, found, tuple(kind.output_key))
+    scope = f"every key (a small output, {found.num_rows} rows, compared on the driver)"
+    return AuditResult(None, slices, len(differ), differ[:SHOWN], scope)
+
+
+def differing_keys(expected: pa.Table, found: pa.Table, key: Key) -> list[tuple[Any, ...]]:
+    """The keys whose rows differ between `expected` and `found` (a key's rows as a multiset of
+    values: a duplicate differs too), in key order, nulls first. `expected` is taken in `found`'s
+    types where Arrow casts it (a timestamp's zone, a string's width)."""
+    from collections import Counter
+
+    try:
+        expected = expected.select(found.column_names).cast(found.schema)
+    except (ValueError, TypeError, NotImplementedError):  # pyarrow's errors derive from these
+        expected = expected.select(found.column_names)
+    rows: dict[tuple[Any, ...], list[Counter]] = {}
+    for side, table in enumerate((expected, found)):
+        for row in table.to_pylist():
+            at = tuple(_comparable(row[c]) for c in key)
+            value = tuple(_comparable(v) for v in row.values())
+            rows.setdefault(at, [Counter(), Counter()])[side][value] += 1
+    differ = [k for k, (want, have) in rows.items() if want != have]
+    return sorted(differ, key=lambda k: tuple((v is not None, v) for v in k))
+
+
+def _comparable(value: Any) -> Any:
+    """A value as a hashable that is equal where the two sides hold the same value: lists and
+    structs as tuples, NaN equal to itself, a zoned timestamp as UTC without its zone."""
+    import datetime
+    import math
+
+    if isinstance(value, float) and math.isnan(value):
+        return ("NaN",)
+    if isinstance(value, list):
+        return tuple(_comparable(v) for v in value)
+    if isinstance(value, tuple):  # a map's entry
+        return tuple(_comparable(v) for v in value)
+    if isinstance(value, dict):
+        return tuple((k, _comparable(v)) for k, v in value.items())
+    if isinstance(value, datetime.datetime) and value.tzinfo is not None:
+        return value.astimezone(datetime.UTC).replace(tzinfo=None)
+    return value
 
 
 def audit_view(spark: SparkSession, spec: PipelineSpec, view: View) -> AuditResult | None:

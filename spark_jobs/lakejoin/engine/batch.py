@@ -1,6 +1,9 @@
-"""One batch of one view (DESIGN §2, version 2), top to bottom: plan, changes, affected keys and
-recompute, check, write, log. The batch is its output's commit: before it, nothing of the
-batch is visible; after it, the batch happened, and the log row that follows is an index.
+"""One batch of one view (DESIGN §2, version 2), top to bottom, as typed steps: plan
+(`BatchPlan`) -> inputs (`Inputs`: the changes) -> derive (`Derived`: affected keys and
+recompute) -> health (`Counted`) -> check -> write (`Committed`) -> audit (`Audited`) -> log.
+Each step takes the results before it and returns an immutable one; `Phase` times them in that
+order. The batch is its output's commit: before it, nothing of the batch is visible; after it,
+the batch happened, and the log row that follows is an index.
 
 >>> summary = run_view(spark, spec, "display_products")     # doctest: +SKIP
 >>> summary.outcome, summary.affected_keys                   # doctest: +SKIP
@@ -19,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 from lakejoin.delta import lookups
 from lakejoin.delta.identity import Identities
 from lakejoin.delta.kept_tables import health_path, state_path
-from lakejoin.delta.key_ranges import collected, materialised
+from lakejoin.delta.key_ranges import KeyRange, collected, materialised
 from lakejoin.delta.log import BatchLog
 from lakejoin.delta.lookups import as_spark
 from lakejoin.delta.markers import failpoint
 from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus
-from lakejoin.engine.audit import audit, difference_error, slicing
+from lakejoin.engine.audit import AuditResult, audit, difference_error, slicing
 from lakejoin.engine.changes import source_changes
 from lakejoin.engine.health import (
     FlaggedUpdate,
@@ -38,10 +41,10 @@ from lakejoin.engine.health import (
 from lakejoin.engine.kinds import view_logic
 from lakejoin.engine.lineage import BatchLineage
 from lakejoin.engine.plan import BatchPlan, Skip, input_columns, latest_pin, plan_batch, plan_repair
-from lakejoin.engine.write import write_flagged, write_output, write_state
+from lakejoin.engine.write import OutputWrite, write_flagged, write_output, write_state
 from lakejoin.errors import CommittedElsewhereError, KeyConflictError, QualityCheckError, RepairError
 from lakejoin.quality import checks as quality
-from lakejoin.quality.audit_plan import CUTS, DIFFERENCES, SLICE, SLICES
+from lakejoin.quality.audit_plan import CUTS, DIFFERENCES, EVERY_KEY, SLICE, SLICES
 from lakejoin.quality.checks import Validation
 from lakejoin.quality.health import Health, breaches
 from lakejoin.quality.health_checks import validation as health_validation
@@ -50,7 +53,7 @@ from lakejoin.sink.key_upsert import enabled as upsert_enabled
 from lakejoin.spec.definition import fingerprint
 from lakejoin.spec.model import PipelineSpec, View
 from lakejoin.views.base import Rebuilt, ViewKindLogic
-from lakejoin.views.context import BatchContext
+from lakejoin.views.context import BatchContext, Derivation
 from lakejoin.views.health_flags import HEALTH_PIN, KEEP, plain, plain_rows
 
 if TYPE_CHECKING:
@@ -215,6 +218,58 @@ def run_view(
     return summary
 
 
+@dataclass(frozen=True)
+class Inputs:
+    """Step 2: each change source's net changes since the last batch (lazy frames, or local
+    relations read on the driver), how many keys changed and their ranges, who read each range
+    when not the batch itself, and join health's counts of the changes."""
+
+    changes: dict[str, DataFrame]
+    changed_keys: dict[str, int]
+    ranges: dict[str, KeyRange]
+    reads: dict[str, tuple[str, str]]  # source -> (read by, why)
+    health_changes: dict[str, tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class Derived:
+    """Steps 3-4: the kind's rebuild and its rows, made once. `flagged` carries join health's
+    per-row flags (the rows themselves when none are counted); `recomputed` is what the checks
+    and the write take; `held`, the rows on the driver when the batch's keys are few; `seen`,
+    what the job that made them observed; `before`, the affected keys' flags before the batch."""
+
+    rebuilt: Rebuilt
+    flagged: DataFrame
+    recomputed: DataFrame
+    rows: int
+    seen: dict[str, Any]
+    held: HeldRows | None
+    before: Prior | None
+    notes: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Counted:
+    """Join health after the batch (step 4b): its metrics and the notes of the limits it
+    breaks, the flagged keys' update step 6 writes, and the limits as a validation (step 5)."""
+
+    metrics: dict[str, int]
+    notes: dict[str, str]
+    waiting: FlaggedUpdate
+    limits: Validation | None
+    rows: int  # the rows the view keeps of those recomputed
+
+
+@dataclass(frozen=True)
+class Committed:
+    """Step 6: the pins the batch committed (its state tables' and flagged keys' included),
+    which table each is of, and what the output write did."""
+
+    pins: dict[str, int]
+    identities: Identities
+    output: OutputWrite
+
+
 def _run_planned(
     spark: SparkSession,
     spec: PipelineSpec,
@@ -228,173 +283,264 @@ def _run_planned(
     *,
     checks: bool,
 ) -> None:
-    """Steps 2-7 of a planned batch; they fill `summary` (and tell `lineage` the rows' columns
-    and the checks)."""
+    """Steps 2-7 of a planned batch, each taking the results before it; they fill `summary`
+    (and tell `lineage` the rows' columns and the checks)."""
     ctx = BatchContext(spark, spec, view, plan, state_path(spec, view), plan.schemas)
-    # The affected keys' rows at the previous pins are, by the contract, the output's: derived
-    # from what the batch reads, the write need not read them (sink/key_upsert.py). Not in a
-    # repair, which mends an output that may not be what its inputs give.
-    incremental = plan.mode is BatchMode.INCREMENTAL and not plan.finishing and not plan.rewrite
-    ctx.derive_previous = incremental and upsert_enabled(spark)
-
-    # 2. changes
-    changes: dict[str, DataFrame] | None = None
+    inputs = None
     if plan.mode is not BatchMode.FULL_REFRESH:
         clock.enter(Phase.CHANGES)
-        _require_state(ctx, kind)
-        changes = {}
-        for s in kind.change_sources:
-            where = ctx.where(s, plan.pinned_versions[s.name])
-            # join health a kind counts from a source's changes, in the job that materialises
-            # them (or on the driver, for a range read there)
-            counting, counted = change_counts(kind, s.name), dict[str, Any]()
-            read = source_changes(
-                spark,
-                s,
-                plan,
-                where=where,
-                pinned=ctx.snapshot,
-                also=counting,
-                seen=counted,
-            )
-            changes[s.name], summary.changed_keys[s.name] = read.rows, read.count
-            ctx.changed_range[s.name] = read.bounds
-            if read.keys is not None:  # the keys are on the driver already: no job collects them
-                ctx.know_keys(read.rows, s.key, read.keys)
-            if read.read_by:
-                summary.change_reads[s.name] = read.read_by
-                summary.notes[f"changes {s.name}"] = f"read by {read.read_by}: {read.why}"
-            ctx.health_changes.update(counted_changes(kind, counted))
-        ctx.changed.update(summary.changed_keys)
+        inputs = read_inputs(ctx, kind)
+        _take_inputs(summary, inputs)
         unchanged = nothing_changed(plan, summary.changed_keys)
         if unchanged is not None:  # rows written back as they were: nothing new, no output commit
             summary.reason = unchanged
             clock.enter(None)
             _log_unchanged(log, plan, summary)
             return
-
-    # 3-4. affected keys and recompute (the view kind's own rule), its rows flagged with their
-    # join health, counted in the job that materialises them (views/health_flags.py)
+    ctx = ctx.deriving(derivation(spark, kind, plan), **found_by(inputs))
     clock.enter(Phase.AFFECTED)
-    ctx.count_health = bool(kind.health_measures)
-    seen: dict[str, Any] = {}
     try:
-        rebuilt = kind.rebuild(ctx, changes)
-        clock.enter(Phase.RECOMPUTE)
-        rows, flagged_before = rebuilt.rows, None
-        also: list[Column] = []
-        if ctx.count_health:  # the affected keys' flags before the batch, beside the new ones
-            flagged_before = prior(ctx, kind, rebuilt, health_path(spec, view))
-            rows, also = beside(ctx, kind, rows, flagged_before)
-        held: HeldRows | None = None
-        keys = _few_keys(ctx, kind, rebuilt)
-        if keys is not None:  # few rows: collected once, and checked and written from there
-            table = collected(rows, also=also, seen=seen)
-            summary.recomputed_rows = int(seen["n"])
-            flagged = as_spark(spark, table, rows.schema)
-            held = HeldRows(plain_rows(table), keys)
-            recomputed = as_spark(spark, held.rows, plain(rows).schema)
-            summary.notes["recomputed rows"] = (
-                f"{summary.recomputed_rows} collected once on the driver (a batch of few keys): "
-                "the checks and the write take them from there"
-            )
-        else:
-            flagged, summary.recomputed_rows, _ = materialised(rows, also=also, seen=seen)
-            recomputed = plain(flagged)
-        lineage.output_columns = list(recomputed.dtypes)  # the frame's schema: no job
+        derived = derive(ctx, kind, inputs, lambda: clock.enter(Phase.RECOMPUTE))
     except KeyConflictError as exc:
         _abandon(log, plan, summary, f"key conflict: {exc.what}")
         raise
-    summary.kind_metrics.update(rebuilt.metrics)
-    summary.notes.update(ctx.notes)
-    waiting, limits = None, None
-    if flagged_before is not None:
+    lineage.output_columns = list(derived.recomputed.dtypes)  # the frame's schema: no job
+    summary.recomputed_rows = derived.rows
+    summary.kind_metrics.update(derived.rebuilt.metrics)
+    summary.notes.update(derived.notes)
+    counted = None
+    if derived.before is not None:
         clock.enter(Phase.HEALTH)
-        summary.recomputed_rows = int(seen[KEEP])
-        waiting, limits = _health(view, kind, ctx, plan, summary, rebuilt, flagged, seen, flagged_before)
-    ctx.count_health = False
-
-    # 5. check: a failing blocking check stops the batch before anything is written
+        counted = count_health(ctx, kind, derived)
+        summary.recomputed_rows = counted.rows
+        summary.kind_metrics.update(counted.metrics)
+        summary.notes.update(counted.notes)
     clock.enter(Phase.CHECK)
     if checks:
-        try:
-            report = quality.check_batch(
-                spec,
-                view,
-                plan,
-                [*kind.validations(ctx, recomputed, rebuilt), *([limits] if limits else [])],
-                rows=recomputed,
-                held=held.rows if held is not None else None,
-                size=summary.recomputed_rows,
-                metrics=summary.metrics(),
-            )
-            summary.report, lineage.checks = report.report_path, report.checks
-        except QualityCheckError as exc:
-            _abandon(log, plan, summary, f"checks failed: {exc.what}")
-            raise
-
-    # 6. write: the state tables, then the output, whose last commit is the batch commit
+        _check(ctx, kind, derived, counted, summary, lineage, log)
     clock.enter(Phase.WRITE)
-    pins = dict(plan.pinned_versions)
-    if plan.mode is not BatchMode.REPAIR:  # a repair re-derives rows at the state's own pins
-        failpoint("before_state_write")
-        pins.update(write_state(ctx, kind, rebuilt))
-        failpoint("after_state_write")
-    if waiting is not None:  # the flagged keys, pinned with the batch like a state table
-        version = write_flagged(waiting, spec, view, plan.batch_id)
-        if version is not None:
-            pins[HEALTH_PIN] = version
-    identities = {**plan.identities, **written_identities(spec, view, kind, plan, pins)}
-    summary.identities = identities
-    written = write_output(spark, spec, view, kind, plan, pins, recomputed, rebuilt, identities, held)
-    failpoint("after_output_commit")
-    counts = written.counts
-    summary.pinned_versions = pins
-    summary.output_version = written.version
-    # The write's source holds one row per affected key: it counted them in its own job.
-    summary.affected_keys = counts.keys if rebuilt.affected is not None else summary.recomputed_rows
-    summary.inserted, summary.updated, summary.deleted = counts.inserted, counts.updated, counts.deleted
-    summary.unchanged_skipped = max(summary.recomputed_rows - counts.inserted - counts.updated, 0)
-    if written.note:
-        summary.notes["output"] = written.note
-    if plan.finishing:
-        summary.notes["output"] = "its first output commit was made by an earlier run; this run finished it"
-
-    # 6b. audit: one slice of the keys, re-derived at the pins, against what was just committed
+    committed = write(ctx, kind, derived, counted)
+    _take_write(summary, plan, derived, committed)
     audited = None
-    slice_ = plan.audit_slice if not plan.finishing else None
-    if slice_ is not None and checks:
+    if plan.audit_slice is not None and not plan.finishing and checks:
         clock.enter(Phase.AUDIT)
-        # A round is cut on the version its first batch (slice 0) committed: this one's, or a
-        # batch's before it.
-        start = written.version if slice_ == 0 else plan.audit_round
-        cut = slicing(view.path, start, kind.output_key, view.audit.slices)
-        audited = audit(ctx, kind, written.version, slice_, cut)
-        summary.kind_metrics.update(
-            {
-                SLICE: slice_,
-                DIFFERENCES: audited.differences,
-                SLICES: view.audit.slices,
-                CUTS: cut.fingerprint(),
-            }
-        )
-        summary.notes["audit"] = f"{audited.scope}: {audited.differences} key(s) differ from a recompute"
-
+        audited = audit_batch(ctx, kind, committed.output.version)
+        summary.kind_metrics.update(audited.metrics)
+        summary.notes["audit"] = audited.note
     # 7. log: an index of the committed batch, for people and the Airflow skip check
     clock.enter(Phase.COMMIT)
     summary.outcome = BatchOutcome.COMMITTED
     clock.enter(None)
+    _log_committed(log, plan, summary)
+    if audited is not None and audited.found.differences:
+        raise difference_error(spec, view, audited.found, f"the audit of batch {plan.batch_id}")
+
+
+def read_inputs(ctx: BatchContext, kind: ViewKindLogic) -> Inputs:
+    """2. changes: each change source's net changes in the plan's range, with join health's
+    counts of them taken in the job that materialises them (or on the driver, for a range read
+    there). The keys of a range read on the driver are remembered with it: no job collects them."""
+    _require_state(ctx, kind)
+    plan = ctx.plan
+    inputs = Inputs({}, {}, {}, {}, {})
+    for s in kind.change_sources:
+        counted: dict[str, Any] = {}
+        read = source_changes(
+            ctx.spark,
+            s,
+            plan,
+            where=ctx.where(s, plan.pinned_versions[s.name]),
+            pinned=ctx.snapshot,
+            also=change_counts(kind, s.name),
+            seen=counted,
+        )
+        inputs.changes[s.name], inputs.changed_keys[s.name] = read.rows, read.count
+        inputs.ranges[s.name] = read.bounds
+        if read.keys is not None:
+            ctx.know_keys(read.rows, s.key, read.keys)
+        if read.read_by:
+            inputs.reads[s.name] = (read.read_by, read.why)
+        inputs.health_changes.update(counted_changes(kind, counted))
+    return inputs
+
+
+def _take_inputs(summary: BatchSummary, inputs: Inputs) -> None:
+    summary.changed_keys.update(inputs.changed_keys)
+    for name, (by, why) in inputs.reads.items():
+        summary.change_reads[name] = by
+        summary.notes[f"changes {name}"] = f"read by {by}: {why}"
+
+
+def found_by(inputs: Inputs | None) -> dict[str, Any]:
+    """What the change step found, as the context's `changed`, `changed_range` and
+    `health_changes` (none in a full refresh)."""
+    if inputs is None:
+        return {}
+    return {
+        "changed": inputs.changed_keys,
+        "changed_range": inputs.ranges,
+        "health_changes": inputs.health_changes,
+    }
+
+
+def derivation(spark: SparkSession, kind: ViewKindLogic, plan: BatchPlan) -> Derivation:
+    """How the batch derives its rows. The affected keys' rows at the previous pins are, by the
+    contract, the output's: derived from what the batch reads, the write need not read them
+    (sink/key_upsert.py). Not in a repair, which mends an output that may not be what its inputs
+    give. Rows flagged with their join health when the kind counts any."""
+    incremental = plan.mode is BatchMode.INCREMENTAL and not plan.finishing and not plan.rewrite
+    return Derivation(previous=incremental and upsert_enabled(spark), health=bool(kind.health_measures))
+
+
+def derive(
+    ctx: BatchContext, kind: ViewKindLogic, inputs: Inputs | None, recomputing: Callable[[], None]
+) -> Derived:
+    """3-4. affected keys and recompute (the view kind's own rule; `recomputing` marks the
+    second), its rows flagged with their join health and counted in the job that makes them
+    (views/health_flags.py): collected once on the driver for a batch of few keys, checked and
+    written from there; materialised by Spark otherwise."""
+    rebuilt = kind.rebuild(ctx, inputs.changes if inputs is not None else None)
+    recomputing()
+    rows, before = rebuilt.rows, None
+    also: list[Column] = []
+    if ctx.derivation.health:  # the affected keys' flags before the batch, beside the new ones
+        before = prior(ctx, kind, rebuilt, health_path(ctx.spec, ctx.view))
+        rows, also = beside(ctx, kind, rows, before)
+    seen: dict[str, Any] = {}
+    notes = dict(ctx.notes)
+    keys = _few_keys(ctx, kind, rebuilt)
+    if keys is None:
+        flagged, count, _ = materialised(rows, also=also, seen=seen)
+        return Derived(rebuilt, flagged, plain(flagged), count, seen, None, before, notes)
+    table = collected(rows, also=also, seen=seen)
+    held = HeldRows(plain_rows(table), keys)
+    count = int(seen["n"])
+    notes["recomputed rows"] = (
+        f"{count} collected once on the driver (a batch of few keys): the checks and the write "
+        "take them from there"
+    )
+    flagged = as_spark(ctx.spark, table, rows.schema)
+    recomputed = as_spark(ctx.spark, held.rows, plain(rows).schema)
+    return Derived(rebuilt, flagged, recomputed, count, seen, held, before, notes)
+
+
+def count_health(ctx: BatchContext, kind: ViewKindLogic, derived: Derived) -> Counted:
+    """4b. the view's join health after this batch; a limit it breaks is a note."""
+    assert derived.before is not None
+    view, plan = ctx.view, ctx.plan
+    last = Health.from_metrics(plan.last_metrics)
+    health, waiting = count_batch(
+        ctx, kind, derived.rebuilt, derived.flagged, derived.seen, last, derived.before
+    )
+    notes = {f"health {b.limit.measure}": b.text() for b in breaches(view.health, health)}
+    limits = health_validation(view.health, health)
+    return Counted(health.metrics(), notes, waiting, limits, int(derived.seen[KEEP]))
+
+
+def _check(
+    ctx: BatchContext,
+    kind: ViewKindLogic,
+    derived: Derived,
+    counted: Counted | None,
+    summary: BatchSummary,
+    lineage: BatchLineage,
+    log: BatchLog,
+) -> None:
+    """5. check: a failing blocking check stops the batch before anything is written (its page
+    is written, and the batch logged as abandoned)."""
+    limits = [counted.limits] if counted is not None and counted.limits is not None else []
+    try:
+        report = quality.check_batch(
+            ctx.spec,
+            ctx.view,
+            ctx.plan,
+            [*kind.validations(ctx, derived.recomputed, derived.rebuilt), *limits],
+            rows=derived.recomputed,
+            held=derived.held.rows if derived.held is not None else None,
+            size=summary.recomputed_rows,
+            metrics=summary.metrics(),
+        )
+    except QualityCheckError as exc:
+        _abandon(log, ctx.plan, summary, f"checks failed: {exc.what}")
+        raise
+    summary.report, lineage.checks = report.report_path, report.checks
+
+
+def write(ctx: BatchContext, kind: ViewKindLogic, derived: Derived, counted: Counted | None) -> Committed:
+    """6. write: the state tables, then the flagged keys, then the output, whose last commit is
+    the batch's commit."""
+    spec, view, plan = ctx.spec, ctx.view, ctx.plan
+    pins = dict(plan.pinned_versions)
+    if plan.mode is not BatchMode.REPAIR:  # a repair re-derives rows at the state's own pins
+        failpoint("before_state_write")
+        pins.update(write_state(ctx, kind, derived.rebuilt))
+        failpoint("after_state_write")
+    if counted is not None:  # the flagged keys, pinned with the batch like a state table
+        version = write_flagged(counted.waiting, spec, view, plan.batch_id)
+        if version is not None:
+            pins[HEALTH_PIN] = version
+    identities = {**plan.identities, **written_identities(spec, view, kind, plan, pins)}
+    output = write_output(
+        ctx.spark, spec, view, kind, plan, pins, derived.recomputed, derived.rebuilt, identities, derived.held
+    )
+    failpoint("after_output_commit")
+    return Committed(pins, identities, output)
+
+
+def _take_write(summary: BatchSummary, plan: BatchPlan, derived: Derived, committed: Committed) -> None:
+    counts = committed.output.counts
+    summary.identities, summary.pinned_versions = committed.identities, committed.pins
+    summary.output_version = committed.output.version
+    # The write's source holds one row per affected key: it counted them in its own job.
+    summary.affected_keys = counts.keys if derived.rebuilt.affected is not None else summary.recomputed_rows
+    summary.inserted, summary.updated, summary.deleted = counts.inserted, counts.updated, counts.deleted
+    summary.unchanged_skipped = max(summary.recomputed_rows - counts.inserted - counts.updated, 0)
+    if committed.output.note:
+        summary.notes["output"] = committed.output.note
+    if plan.finishing:
+        summary.notes["output"] = "its first output commit was made by an earlier run; this run finished it"
+
+
+@dataclass(frozen=True)
+class Audited:
+    """Step 6b: what the audit found, its batch-log metrics and its note."""
+
+    found: AuditResult
+    metrics: dict[str, int]
+    note: str
+
+
+def audit_batch(ctx: BatchContext, kind: ViewKindLogic, version: int) -> Audited:
+    """6b. audit: the plan's slice of the keys (every key of a small output), re-derived at the
+    pins, against what the batch just committed. A round is cut on the version its first batch
+    (slice 0) committed: this one's, or a batch's before it."""
+    plan, view = ctx.plan, ctx.view
+    slice_ = plan.audit_slice
+    assert slice_ is not None
+    start = version if slice_ == 0 else plan.audit_round
+    cut = slicing(view.path, start, kind.output_key, view.audit.slices)
+    found = audit(ctx, kind, version, slice_, cut)
+    metrics = {
+        SLICE: slice_,
+        DIFFERENCES: found.differences,
+        SLICES: view.audit.slices,
+        CUTS: cut.fingerprint() if found.slice is not None else EVERY_KEY,
+    }
+    return Audited(found, metrics, f"{found.scope}: {found.differences} key(s) differ from a recompute")
+
+
+def _log_committed(log: BatchLog, plan: BatchPlan, summary: BatchSummary) -> None:
+    """7. log: an index of the committed batch, for people and the Airflow skip check. The
+    batch committed: a row not written is rebuilt from the output by the next plan."""
     try:
         log.append(_record(plan, summary, BatchStatus.COMMITTED))
-    except Exception:  # the batch committed; its row is rebuilt from the output by the next plan
+    except Exception:
         logger.warning(
             "lakejoin: batch %s of %s committed, its log row was not written",
             plan.batch_id,
-            view.name,
+            plan.view,
             exc_info=True,
         )
-    if audited is not None and audited.differences:
-        raise difference_error(spec, view, audited, f"the audit of batch {plan.batch_id}")
 
 
 def _few_keys(ctx: BatchContext, kind: ViewKindLogic, rebuilt: Rebuilt) -> list[tuple[Any, ...]] | None:
@@ -423,28 +569,6 @@ def written_identities(
         if table is not None:
             found[pin] = table.identity(pins[pin])
     return found
-
-
-def _health(
-    view: View,
-    kind: ViewKindLogic,
-    ctx: BatchContext,
-    plan: BatchPlan,
-    summary: BatchSummary,
-    rebuilt: Rebuilt,
-    flagged: DataFrame,
-    seen: dict[str, Any],
-    before: Prior,
-) -> tuple[FlaggedUpdate, Validation | None]:
-    """Count the view's join health after this batch into its metrics; a limit it breaks is a
-    note. Returns the flagged keys' update, which step 6 writes, and the limits as a validation
-    (step 5 holds them: a `fail` limit's breach stops the batch before its commit)."""
-    last = Health.from_metrics(plan.last_metrics)
-    health, waiting = count_batch(ctx, kind, rebuilt, flagged, seen, last, before)
-    summary.kind_metrics.update(health.metrics())
-    for breach in breaches(view.health, health):
-        summary.notes[f"health {breach.limit.measure}"] = breach.text()
-    return waiting, health_validation(view.health, health)
 
 
 def nothing_changed(plan: BatchPlan, changed_keys: dict[str, int]) -> str | None:

@@ -339,7 +339,7 @@ def count_batch(
         flagged = list(seen[_FLAGGED] or [])
     elif before.whole:
         # No flagged keys or totals to go on from: the whole view, counted once.
-        whole = derived(ctx, kind)
+        whole = derived(ctx, kind, health=True)
         row = whole.rows.agg(*beside(ctx, kind, whole.rows, replace(before, old=None))[1]).first()
         assert row is not None
         after = {m: int(row[flag(m)]) for m in measures} | dict(whole.health_counts)

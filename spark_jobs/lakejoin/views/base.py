@@ -37,7 +37,7 @@ class Rebuilt:
     When the view kind materialised the affected keys it says how many there are and their
     range (`key_ranges.materialised`), so the write does not materialise them again.
 
-    `previous`: when the context asks for it (`ctx.derive_previous`) and the kind can, the
+    `previous`: when the context asks for it (`ctx.derivation.previous`) and the kind can, the
     affected keys' rows at the previous batch's pins, derived from what the batch read (the
     rows at the pin, and the changes' rows before them): by the contract, the output's rows
     of those keys, which the write then need not read (sink/key_upsert.py). None: the write
@@ -82,7 +82,7 @@ class ViewKindLogic(ABC):
 
     state_name = "state table"  # what the view's state table is called in messages
     # Join health (views/health_flags.py): the measures `rebuild` flags per row while
-    # `ctx.count_health` is on (none: the kind counts no health yet), and the one whose rows
+    # `ctx.derivation.health` is on (none: the kind counts no health yet), and the one whose rows
     # wait for a row of another input (the batch keeps them, with since when, in a table).
     health_measures: tuple[str, ...] = ()
     waits: str | None = None

@@ -9,7 +9,7 @@ contract: every view kind uses the same reads, and none of them is a view kind's
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta import lookups
@@ -43,9 +43,26 @@ def checked_unique(rows: DataFrame, key: Columns) -> DataFrame:
     return rows.withColumn(_HOLDERS, holders).where(duplicate).drop(_HOLDERS)
 
 
+@dataclass(frozen=True)
+class Derivation:
+    """How a kind is asked to derive its rows. A context is made for one derivation and keeps
+    it: the batch's (engine/batch.py), the audit's and a whole-view health count's
+    (engine/audit.derived, each on a context of its own, `BatchContext.deriving`)."""
+
+    # Also the affected keys' rows at the previous pins, which the write takes from
+    # `Rebuilt.previous` instead of reading the output.
+    previous: bool = False
+    # Rows flagged with their join health (views/health_flags.py).
+    health: bool = False
+    # False while the audit derives rows: the audited batch checked its inputs.
+    check_inputs: bool = True
+
+
 @dataclass
 class BatchContext:
-    """What a view kind may use while one batch runs."""
+    """What a view kind may use while one batch runs: the plan, how to derive (`derivation`),
+    what the batch's change step found (`changed`, `changed_range`, `health_changes`), and
+    caches of the pinned snapshots and of the keys collected on the driver."""
 
     spark: SparkSession
     spec: PipelineSpec
@@ -54,19 +71,19 @@ class BatchContext:
     state_path: str
     schemas: Mapping[str, Mapping[str, str]]  # each input's columns (name -> type) at its pin
     notes: dict[str, str] = field(default_factory=dict)
-    # The write takes the affected keys' rows at the previous pins from `Rebuilt.previous`.
-    derive_previous: bool = False
-    changed: dict[str, int] = field(default_factory=dict)  # keys changed per change source
-    changed_range: dict[str, KeyRange] = field(default_factory=dict)  # their key range
-    # Off while the audit derives rows lazily (engine/audit.py): the audited batch checked them.
-    check_inputs: bool = True
-    # On while a batch counts join health: `rebuild` returns flagged rows (views/health_flags.py).
-    count_health: bool = False
+    derivation: Derivation = Derivation()
+    changed: Mapping[str, int] = field(default_factory=dict)  # keys changed per change source
+    changed_range: Mapping[str, KeyRange] = field(default_factory=dict)  # their key range
     # Per `ViewKindLogic.health_changes` measure, its count in the changed rows before the batch
     # and after it (engine/health.py).
-    health_changes: dict[str, tuple[int, int]] = field(default_factory=dict)
+    health_changes: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     _snapshots: dict[str, DataFrame] = field(default_factory=dict)
     _values: dict[tuple[int, Key], list[tuple[Any, ...]] | None] = field(default_factory=dict)
+
+    def deriving(self, how: Derivation, **found: Any) -> BatchContext:
+        """This context for another derivation (and what a step `found`: `changed`,
+        `changed_range`, `health_changes`), sharing its notes and caches."""
+        return replace(self, derivation=how, **found)
 
     @property
     def full(self) -> bool:
@@ -127,7 +144,7 @@ class BatchContext:
             )
 
     def require_unique(self, rows: DataFrame, source: Source) -> None:
-        if not self.check_inputs:
+        if not self.derivation.check_inputs:
             return
         key = list(source.key)
         duplicates = rows.groupBy(*key).count().where("count > 1").orderBy(*key).limit(5).collect()
@@ -337,7 +354,7 @@ class BatchContext:
     def whole_source(self, source: Source) -> DataFrame:
         """The pinned snapshot, checked for null and duplicate keys (a full recompute reads it all)."""
         rows = self.snapshot(source)
-        if self.check_inputs:
+        if self.derivation.check_inputs:
             self.require_keys(rows, source)
         return rows
 

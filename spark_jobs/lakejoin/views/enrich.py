@@ -181,7 +181,7 @@ class EnrichView(ViewKindLogic):
                     ctx.version(self.fact),
                     changed,
                     route=d.fk,
-                    most=ctx.most_keys,
+                    most=ctx.most_keys - len(listed or []),  # the dimensions' reach together
                     left_key=self.fact.key,
                 )
             )
@@ -244,7 +244,7 @@ class EnrichView(ViewKindLogic):
         dimensions = [
             self._dimension_rows(ctx, d, fact_rows, counts, whole=True) for d in self.enrich.dimensions
         ]
-        return Rebuilt(recompute(fact_rows, dimensions, flags=ctx.count_health), None, metrics=counts)
+        return Rebuilt(recompute(fact_rows, dimensions, flags=ctx.derivation.health), None, metrics=counts)
 
     def _rebuild_affected(
         self,
@@ -273,7 +273,7 @@ class EnrichView(ViewKindLogic):
         # Lookup enriches a fact with the dimensions of the batch that last wrote it, which no
         # input at the previous pins holds: the write reads the output's rows.
         fact_before = None
-        if ctx.derive_previous and self.propagate:
+        if ctx.derivation.previous and self.propagate:
             fact_before = previous_rows(fact_rows, fact_changes, self.fact.key)
         # A fact whose fk moved references at the previous pins a dimension row no fact
         # references now: one read of the dimension rows serves both.
@@ -289,7 +289,7 @@ class EnrichView(ViewKindLogic):
             ]
             previous = recompute(fact_before, then)
         return Rebuilt(
-            recompute(fact_rows, dimensions, flags=ctx.count_health),
+            recompute(fact_rows, dimensions, flags=ctx.derivation.health),
             affected,
             count,
             bounds,

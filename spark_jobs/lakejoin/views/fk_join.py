@@ -144,7 +144,7 @@ class FkJoinView(ViewKindLogic):
                     self.join,
                     right_key=self.right.key,
                     right_columns=right_columns,
-                    flags=ctx.count_health,
+                    flags=ctx.derivation.health,
                 )
                 previous = None
                 if left_before is not None:
@@ -175,7 +175,7 @@ class FkJoinView(ViewKindLogic):
             self.join,
             right_key=self.right.key,
             right_columns=right_columns,
-            flags=ctx.count_health,
+            flags=ctx.derivation.health,
         )
         return Rebuilt(rows, None, metrics=counts)
 
@@ -222,7 +222,7 @@ class FkJoinView(ViewKindLogic):
     ) -> tuple[Keys, DataFrame, DataFrame, DataFrame | None]:
         """The affected left keys (materialised, counted, their range), their left rows and the
         right rows those reference: found on the driver when they are few (lookups.py). With
-        `ctx.derive_previous`, also their left rows at the previous pins, and the right rows
+        `ctx.derivation.previous`, also their left rows at the previous pins, and the right rows
         read include those these reference."""
         left_changes = changes[self.left.name]
         found = ctx.affected_on_driver(self.left, left_changes, routed) if isinstance(routed, list) else None
@@ -236,7 +236,7 @@ class FkJoinView(ViewKindLogic):
             # reuse them.
             left_rows = ctx.rows_of(self.left, affected, left_changes, bounds)
         left_before, referring = None, left_rows
-        if ctx.derive_previous:
+        if ctx.derivation.previous:
             left_before = previous_rows(left_rows, left_changes, self.left.key)
             # A left row whose fk moved references at the previous pins a right row no left
             # row references now: one read of the right rows serves both.

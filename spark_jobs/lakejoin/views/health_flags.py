@@ -1,4 +1,4 @@
-"""Join health's per-row flags (issue 40): while `ctx.count_health` is on, a kind's `rebuild`
+"""Join health's per-row flags (issue 40): while `ctx.derivation.health` is on, a kind's `rebuild`
 returns its rows with one integer column per health measure (`_lj_h_<measure>`: 1 when the row
 has the condition, or a count, such as a list's elements without a right row) and `_lj_h_keep`,
 false for a row the view holds back (an inner join's left row without its right row). The

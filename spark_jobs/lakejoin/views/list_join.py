@@ -247,7 +247,7 @@ class ListJoinView(ViewKindLogic):
             composite_rows(left_rows, self.join, key, outer=True),
             right_rows,
             self._right_columns(ctx.schemas),
-            flags=ctx.count_health,
+            flags=ctx.derivation.health,
         )
         return Rebuilt(self._output_rows(left_rows, lists), None, metrics=counts)
 
@@ -290,9 +290,9 @@ class ListJoinView(ViewKindLogic):
             rejoin_composite, rebuilt, _ = materialised(
                 new_composite.join(F.broadcast(kept.select(*lk)), on=lk, how="left_anti")
             )
-        # With `ctx.derive_previous`, the lists the re-joined left rows held at the previous
+        # With `ctx.derivation.previous`, the lists the re-joined left rows held at the previous
         # pins are joined too: one read of the right rows serves both.
-        left_before = previous_rows(left_rows, left_changed, key) if ctx.derive_previous else None
+        left_before = previous_rows(left_rows, left_changed, key) if ctx.derivation.previous else None
         elements = rejoin_composite.select(ELEMENT)
         if left_before is not None:
             rejoin_before = (
@@ -324,11 +324,11 @@ class ListJoinView(ViewKindLogic):
             composite_rows(rejoin_rows, self.join, key, outer=True),
             right_rows,
             right_columns,
-            flags=ctx.count_health,
+            flags=ctx.derivation.health,
         )
         if kept is not None:
             carried_lists = kept
-            if ctx.count_health:  # a carried list's flags are as they were (engine/health.py)
+            if ctx.derivation.health:  # a carried list's flags are as they were (engine/health.py)
                 carried_lists = kept.select(
                     *kept.columns, F.lit(None).cast("bigint").alias(flag("missing_elements"))
                 )

@@ -186,7 +186,7 @@ class RekeyView(ViewKindLogic):
                 if listed is None
                 else listed
             )
-            if ctx.derive_previous and listed is None:
+            if ctx.derivation.previous and listed is None:
                 old = old.localCheckpoint()  # the previous claims read them again
             key_columns = list(self.output_key)
             affected, affected_count, bounds = materialised(
@@ -231,7 +231,7 @@ class RekeyView(ViewKindLogic):
                 ),
                 full=False,
             )
-            if ctx.derive_previous:
+            if ctx.derivation.previous:
                 # The affected derived keys' claims at the previous pins: the unchanged
                 # masters' (in `claims`) and the changed masters' index rows.
                 before = old.select(*spark_columns(index_columns))
@@ -263,8 +263,8 @@ class RekeyView(ViewKindLogic):
                     f"{total} derived key(s) claimed by several masters, the latest kept: "
                     + shown_conflicts(clashes, v, k, limit=5)
                 )
-        flags = [flag("conflicts"), FLAG_KEEP] if ctx.count_health else []
-        output = resolve(claims, v, k, unique=self.rekey.unique, flags=ctx.count_health).select(
+        flags = [flag("conflicts"), FLAG_KEEP] if ctx.derivation.health else []
+        output = resolve(claims, v, k, unique=self.rekey.unique, flags=ctx.derivation.health).select(
             *spark_columns([*vk, *columns, *flags])
         )
         return Rebuilt(
