@@ -78,7 +78,14 @@ class BatchContext:
     # and after it (engine/health.py).
     health_changes: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     _snapshots: dict[str, DataFrame] = field(default_factory=dict)
-    _values: dict[tuple[int, Key], list[tuple[Any, ...]] | None] = field(default_factory=dict)
+    # Caches by a frame's id, each entry holding the frame (so its id is not reused while the
+    # entry lives): its keys on the driver, and the parts of a frame of rows read on the driver
+    # (`rows_on_driver`), each a local relation filtered and projected, which Spark collects
+    # without a job (a union of them takes one).
+    _values: dict[tuple[int, Key], tuple[DataFrame, list[tuple[Any, ...]] | None]] = field(
+        default_factory=dict
+    )
+    _parts: dict[int, tuple[DataFrame, list[DataFrame]]] = field(default_factory=dict)
 
     def deriving(self, how: Derivation, **found: Any) -> BatchContext:
         """This context for another derivation (and what a step `found`: `changed`,
@@ -230,15 +237,15 @@ class BatchContext:
             return None
         # A frame's values are asked for twice (the routes leave out the changed left keys, the
         # affected rows read them): collected once.
-        if (id(frame), key) not in self._values:
+        if (id(frame), key) not in self._values or self._values[id(frame), key][0] is not frame:
             values = [tuple(row) for row in frame.select(*key).collect()] if count else []
-            self._values[id(frame), key] = values if lookups.literal_keys(values) else None
-        return self._values[id(frame), key]
+            self._values[id(frame), key] = (frame, values if lookups.literal_keys(values) else None)
+        return self._values[id(frame), key][1]
 
     def know_keys(self, frame: DataFrame, key: Key, values: list[tuple[Any, ...]]) -> None:
         """`frame`'s keys, found on the driver with it (engine/changes.py): `key_values` then
         collects none."""
-        self._values[id(frame), key] = values if lookups.literal_keys(values) else None
+        self._values[id(frame), key] = (frame, values if lookups.literal_keys(values) else None)
 
     def changed_on_driver(
         self, changes: Mapping[str, DataFrame], right: Source, left: Source
@@ -287,7 +294,10 @@ class BatchContext:
         unchanged = self.driver_rows(source, values, excluding=changed)
         if unchanged is None:
             return None
-        return upserts(changes).select(*spark_columns(unchanged.columns)).unionByName(unchanged)
+        upserted = upserts(changes).select(*spark_columns(unchanged.columns))
+        rows = upserted.unionByName(unchanged)
+        self._parts[id(rows)] = (rows, [upserted, unchanged])
+        return rows
 
     def affected_on_driver(
         self, source: Source, changes: DataFrame, reached: Sequence[tuple[Any, ...]]
@@ -334,22 +344,37 @@ class BatchContext:
         return lookups.as_spark(self.spark, table, fields)
 
     def referenced_on_driver(
-        self, source: Source, rows: DataFrame, fk: Columns, *, distinct: bool = False
+        self, source: Source, rows: DataFrame | Sequence[DataFrame], fk: Columns, *, distinct: bool = False
     ) -> DataFrame | None:
-        """The rows of `source` at the pin that `rows` (few, from `affected_on_driver`) reference
-        through `fk` (columns of `rows`, in the order of `source`'s key; a reference with a null
-        in any column references nothing), one per key, read on the driver; None when a driver
-        lookup does not take them (use `unique_rows`). `distinct`: the rows may repeat a
-        reference many times (a list_join's elements), so Spark makes them distinct first."""
+        """The rows of `source` at the pin that `rows` (few, from `affected_on_driver`; a frame
+        or several) reference through `fk` (columns of `rows`, in the order of `source`'s key; a
+        reference with a null in any column references nothing), one per key, read on the
+        driver; None when a driver lookup does not take them (use `unique_rows`). `distinct`:
+        the rows may repeat a reference many times (a list_join's elements), so Spark makes them
+        distinct first.
+
+        Each frame read on the driver is collected by its parts (`rows_on_driver`), local
+        relations Spark collects without a job; a union of them, or a join, would start one or
+        two (issue 52)."""
         from lakejoin.delta.change_feed import null_key
 
-        # Made distinct here, not by Spark, when the rows are few: a distinct is a shuffle (jobs).
-        references = rows.select(*fk).where(~null_key(tuple(fk)))
-        referring = (references.distinct() if distinct else references).collect()
-        wanted = list(dict.fromkeys(tuple(r) for r in referring))
+        frames = [rows] if not isinstance(rows, Sequence) else list(rows)
+        if distinct:  # many references: Spark makes them distinct (a shuffle) before the collect
+            union = frames[0]
+            for more in frames[1:]:
+                union = union.unionByName(more)
+            frames = [union.select(*fk).where(~null_key(tuple(fk))).distinct()]
+        else:  # few: made distinct here, not by Spark (a distinct is a shuffle: jobs)
+            parts = [part for frame in frames for part in self._parts_of(frame)]
+            frames = [part.select(*fk).where(~null_key(tuple(fk))) for part in parts]
+        wanted = list(dict.fromkeys(tuple(r) for frame in frames for r in frame.collect()))
         if not lookups.takes(len(wanted), self.most_keys) or not lookups.literal_keys(wanted):
             return None
         return self.driver_rows(source, wanted)
+
+    def _parts_of(self, frame: DataFrame) -> list[DataFrame]:
+        held = self._parts.get(id(frame))
+        return held[1] if held is not None and held[0] is frame else [frame]
 
     def whole_source(self, source: Source) -> DataFrame:
         """The pinned snapshot, checked for null and duplicate keys (a full recompute reads it all)."""

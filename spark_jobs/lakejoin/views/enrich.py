@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta import routing
+from lakejoin.delta.change_feed import before_rows
 from lakejoin.delta.key_ranges import materialised
 from lakejoin.delta.sql_text import spark_column, spark_columns, spark_quoted
 from lakejoin.quality import checks as quality
@@ -278,8 +279,15 @@ class EnrichView(ViewKindLogic):
         # A fact whose fk moved references at the previous pins a dimension row no fact
         # references now: one read of the dimension rows serves both.
         referring = fact_rows if fact_before is None else fact_rows.unionByName(fact_before)
+        # On the driver, the facts and the changed ones' rows before their change reference the
+        # same dimension rows as `referring`, and are collected with no join (fk_join's rule).
+        few = (
+            None
+            if found is None
+            else [fact_rows, *([before_rows(fact_changes)] if fact_before is not None else [])]
+        )
         dimensions = [
-            self._dimension_rows(ctx, d, referring, counts, whole=False, few=found is not None)
+            self._dimension_rows(ctx, d, referring, counts, whole=False, few=few)
             for d in self.enrich.dimensions
         ]
         previous = None
@@ -306,18 +314,19 @@ class EnrichView(ViewKindLogic):
         counts: dict[str, int],
         *,
         whole: bool,
-        few: bool = False,
+        few: Sequence[DataFrame] | None = None,
     ) -> DimensionRows:
         """The dimension's rows a recompute needs: all (`whole`), or those `fact_rows` reference,
-        read on the driver when the facts are `few`. A dimension joined with a shuffle is
-        counted in `counts`."""
+        read on the driver when the facts are few (`few`: the frames that reference the same
+        rows as `fact_rows`, each collected without a join). A dimension joined with a shuffle
+        is counted in `counts`."""
         table = self.table(d)
         rows = None
         if whole:
             rows = ctx.whole_source(table)
             ctx.require_unique(rows, table)
-        elif few:
-            rows = ctx.referenced_on_driver(table, fact_rows, d.fk)
+        elif few is not None:
+            rows = ctx.referenced_on_driver(table, few, d.fk)
         if rows is None:
             rows = ctx.unique_rows(
                 referenced_right_rows(ctx.snapshot(table), fact_rows, d.fk, table.key), table

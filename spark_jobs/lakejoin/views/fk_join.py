@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta import routing
+from lakejoin.delta.change_feed import before_rows
 from lakejoin.delta.key_ranges import Keys, materialised
 from lakejoin.delta.sql_text import spark_column, spark_quoted
 from lakejoin.quality import checks as quality
@@ -235,15 +236,18 @@ class FkJoinView(ViewKindLogic):
             # Materialised once, one row per key (rows_of checks it): the join and the routes
             # reuse them.
             left_rows = ctx.rows_of(self.left, affected, left_changes, bounds)
-        left_before, referring = None, left_rows
+        left_before, referring, on_driver = None, left_rows, [left_rows]
         if ctx.derivation.previous:
             left_before = previous_rows(left_rows, left_changes, self.left.key)
             # A left row whose fk moved references at the previous pins a right row no left
-            # row references now: one read of the right rows serves both.
+            # row references now: one read of the right rows serves both. The rows before are
+            # the unchanged left rows and the changed ones' before their change, so the left
+            # rows and those reference the same right rows (and, on the driver, with no join).
             referring = left_rows.select(*self.join.fk).unionByName(left_before.select(*self.join.fk))
+            on_driver.append(before_rows(left_changes))
         right_rows = None
         if found is not None:
-            right_rows = ctx.referenced_on_driver(self.right, referring, self.join.fk)
+            right_rows = ctx.referenced_on_driver(self.right, on_driver, self.join.fk)
         if right_rows is None:
             right_rows = ctx.unique_rows(
                 referenced_right_rows(ctx.snapshot(self.right), referring, self.join.fk, self.right.key),
