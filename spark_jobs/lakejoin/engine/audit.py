@@ -18,8 +18,9 @@ column: how many keys differ, and the first 20.
 
 A small output (at most `spark.lakejoin.audit.wholeMaxRows` rows in its files, 20,000 by
 default) is audited whole, on the driver: its rows are read with delta-rs (no Spark scan), the
-kind's full recompute is collected as Arrow (one job, the one a slice also runs), and the two
-are compared by key and value there. A slice of a small output costs what the whole costs (its
+kind's full recompute runs over its inputs of at most as many rows read with delta-rs (local
+relations, no file scan) and is collected as Arrow (one job, the one a slice also runs), and
+the two are compared by key and value there. A slice of a small output costs what the whole costs (its
 inputs are read whole either way), so such an audit checks every key at once.
 
 `lakejoin audit SPEC --full` runs every slice at once.
@@ -31,6 +32,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from lakejoin.delta import lookups
 from lakejoin.delta.sql_text import spark_columns
 from lakejoin.errors import AuditDifferenceError
 from lakejoin.quality.audit_plan import EVERY_KEY
@@ -38,7 +40,6 @@ from lakejoin.spec.model import Key
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from deltalake import DeltaTable
     from pyspark.sql import Column, DataFrame, SparkSession
 
     from lakejoin.spec.model import PipelineSpec, View
@@ -199,18 +200,19 @@ def in_slice(key: Key, slice_: int | None, slicing: Slicing) -> Column:
     return lo & (column < F.lit(cut[slice_])) if slice_ < len(cut) else lo
 
 
-def derived(ctx: BatchContext, kind: ViewKindLogic, *, health: bool = False) -> Rebuilt:
+def derived(ctx: BatchContext, kind: ViewKindLogic, *, health: bool = False, on_driver: int = 0) -> Rebuilt:
     """Every row the inputs at the batch's pins give the view, lazily: the kind's full recompute
-    with the input checks off (the batch ran them). The audit compares them with the output;
-    join health recounts them (flagged: `health`) when a batch has no flagged keys or totals to
-    go on from."""
+    with the input checks off (the batch ran them), its inputs of at most `on_driver` rows read
+    on the driver. The audit compares them with the output; join health recounts them (flagged:
+    `health`) when a batch has no flagged keys or totals to go on from."""
     from lakejoin.views.context import Derivation
 
-    return kind.rebuild(ctx.deriving(Derivation(health=health, check_inputs=False)), None)
+    how = Derivation(health=health, check_inputs=False, inputs_on_driver=on_driver)
+    return kind.rebuild(ctx.deriving(how), None)
 
 
-def derived_rows(ctx: BatchContext, kind: ViewKindLogic) -> DataFrame:
-    return derived(ctx, kind).rows
+def derived_rows(ctx: BatchContext, kind: ViewKindLogic, *, on_driver: int = 0) -> DataFrame:
+    return derived(ctx, kind, on_driver=on_driver).rows
 
 
 def audit(
@@ -219,9 +221,9 @@ def audit(
     """Compare the slice of the derived rows with the output at `output_version`, in one job."""
     from pyspark.sql import functions as F
 
-    small = small_output(ctx.view.path, output_version, whole_max_rows(ctx.spark))
-    if small is not None:
-        return _whole_on_driver(ctx, kind, small, cut.slices)
+    whole = _whole_on_driver(ctx, kind, output_version, whole_max_rows(ctx.spark), cut.slices)
+    if whole is not None:
+        return whole
     key = list(kind.output_key)
     chosen = in_slice(tuple(key), slice_, cut)
     scope = cut.text(slice_) if slice_ is not None else "every key"
@@ -249,32 +251,16 @@ def whole_max_rows(spark: SparkSession) -> int:
     return int(spark.conf.get(WHOLE_MAX_ROWS, None) or WHOLE_MAX_ROWS_DEFAULT)
 
 
-def small_output(path: str, version: int, most: int) -> DeltaTable | None:
-    """The output at `version` when it is small enough to audit whole on the driver (at most
-    `most` rows in its files, by their statistics: no data read) and delta-rs reads it as Spark
-    would; None otherwise."""
-    from deltalake import DeltaTable
-
-    from lakejoin.delta.lookups import readable
-
-    if most <= 0:
+def _whole_on_driver(
+    ctx: BatchContext, kind: ViewKindLogic, version: int, most: int, slices: int
+) -> AuditResult | None:
+    """Every key of a small output (at most `most` rows at `version`) against the kind's full
+    recompute, compared on the driver; its small inputs are read there too, and enter the
+    recompute as local relations. None: the output is not small (or not one delta-rs reads)."""
+    found = lookups.whole_rows(ctx.view.path, version, most) if most > 0 else None
+    if found is None:
         return None
-    table = DeltaTable(path, version=version)
-    rows = table.get_add_actions(flatten=True).column("num_records").to_pylist()
-    if any(n is None for n in rows) or sum(rows) > most or not readable(table):
-        return None
-    return table
-
-
-def _whole_on_driver(ctx: BatchContext, kind: ViewKindLogic, output: DeltaTable, slices: int) -> AuditResult:
-    """Every key of a small output against the kind's full recompute, compared on the driver."""
-    import pyarrow as pa
-    from deltalake import QueryBuilder
-
-    from lakejoin.delta.lookups import plain
-
-    found = plain(pa.table(QueryBuilder().register("t", output).execute("SELECT * FROM t").read_all()))
-    expected = derived_rows(ctx, kind).select(*spark_columns(found.column_names)).toArrow()
+    expected = derived_rows(ctx, kind, on_driver=most).select(*spark_columns(found.column_names)).toArrow()
     differ = differing_keys(expected, found, tuple(kind.output_key))
     scope = f"every key (a small output, {found.num_rows} rows, compared on the driver)"
     return AuditResult(None, slices, len(differ), differ[:SHOWN], scope)

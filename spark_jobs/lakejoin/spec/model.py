@@ -194,8 +194,9 @@ class Limit:
 
 @dataclass(frozen=True)
 class Audit:
-    """Audit batches re-derive one of `slices` slices of the view's keys (a hash of the key
-    modulo `slices`, the next slice each time) and compare it with the output. Which batches:
+    """Audit batches re-derive one of `slices` slices of the view's keys (ranges of the key
+    cut at the output's files, or a hash of it; the next slice each time; every key of a small
+    output, on the driver: engine/audit.py) and compare it with the output. Which batches:
     every `every`-th one when set; else (the default) a batch whenever the view's batches since
     the last audit took `1 / budget` times that audit's time, so the audit costs about `budget`
     of the view's batch time whatever the view's size."""

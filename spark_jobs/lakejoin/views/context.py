@@ -56,6 +56,9 @@ class Derivation:
     health: bool = False
     # False while the audit derives rows: the audited batch checked its inputs.
     check_inputs: bool = True
+    # Inputs of at most this many rows are read whole on the driver (delta-rs) and enter Spark
+    # as local relations (the audit of a small output, engine/audit.py); 0: Spark reads them.
+    inputs_on_driver: int = 0
 
 
 @dataclass
@@ -123,10 +126,21 @@ class BatchContext:
         return self.plan.pinned_versions[source.name]
 
     def snapshot(self, source: Source) -> DataFrame:
-        """The source as the plan pinned it."""
+        """The source as the plan pinned it (read on the driver when the derivation asks for a
+        small input's rows there: `Derivation.inputs_on_driver`)."""
         if source.name not in self._snapshots:
             self._snapshots[source.name] = snapshot(self.spark, source.path, self.version(source))
-        return self._snapshots[source.name]
+        most = self.derivation.inputs_on_driver
+        if not most:
+            return self._snapshots[source.name]
+        local = f"{source.name} on the driver"
+        if local not in self._snapshots:
+            rows = lookups.whole_rows(source.path, self.version(source), most)
+            pinned = self._snapshots[source.name]
+            self._snapshots[local] = (
+                pinned if rows is None else lookups.as_spark(self.spark, rows, pinned.schema)
+            )
+        return self._snapshots[local]
 
     def where(self, source: Source, version: int | None = None) -> str:
         at = f" at version {version}" if version is not None else ""
