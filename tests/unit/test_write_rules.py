@@ -499,3 +499,20 @@ def test_a_conflict_is_told_by_its_class_never_by_the_word_concurrent(tmp_path):
     found = [isinstance(_concurrent(exc, 3, where="view 'v'"), ConcurrentBatchError) for exc, _ in table]
 
     assert found == [conflict for _, conflict in table]
+
+
+@pytest.mark.parametrize(
+    ("rows", "cores", "files"),
+    [
+        (0, 2, 1),
+        (56, 2, 1),  # a micro-batch's rows stay one file
+        (19_999, 2, 1),
+        (20_000, 2, 2),  # a core each once each gets ROWS_PER_TASK rows
+        (150_000, 2, 2),  # the 1 % batch at 15 M orders: was one task
+        (150_000, 8, 8),
+        (600_000, 2, 3),  # past ROWS_PER_FILE a file, whatever the cores
+    ],
+)
+def test_a_large_batch_is_written_over_every_core_a_small_one_as_one_file(rows, cores, files):
+    assert key_ranges.ROWS_PER_TASK == 10_000 and key_ranges.ROWS_PER_FILE == 250_000
+    assert key_ranges.write_partitions(rows, cores) == files

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from lakejoin.delta.key_ranges import ROWS_PER_FILE
+from lakejoin.delta.key_ranges import write_partitions
 from lakejoin.delta.markers import OutputCommit, current_txn, failpoint, stamped
 from lakejoin.delta.sql_text import spark_column, spark_columns
 from lakejoin.errors import BatchStateError
@@ -113,7 +113,7 @@ def upsert(
     if counts.change_rows == 0 and commit is None:
         return MergeCounts(applied=False)  # a batch commit lands even empty; a state write need not
     try:
-        return _apply(target, frame, counts, old_keys, stamp, commit, began)
+        return _apply(target, frame, counts, old_keys, stamp, commit, (began, time.monotonic()))
     except _DisagreesError as exc:
         # The output is not what its inputs at the previous pins give (someone wrote to it, or a
         # derivation is wrong): the public MERGE, which reads the rows it replaces, makes it
@@ -183,9 +183,10 @@ def _apply(
     old_keys: list[tuple[Any, ...]] | None,
     stamp: tuple[str, int] | None,
     commit: OutputCommit | None,
-    began: float,
+    times: tuple[float, float],
 ) -> MergeCounts:
-    """Mark the old rows deleted, write the new rows and the change rows, and commit it all."""
+    """Mark the old rows deleted, write the new rows and the change rows, and commit it all.
+    `times`: when the upsert began and when its change rows were materialised."""
     jvm, txn = target.jvm, target.txn
     if stamp is not None:
         # txn.commit ignores the txnAppId/txnVersion confs MERGE reads: the txn action goes in here.
@@ -203,7 +204,10 @@ def _apply(
     if counts.change_rows:
         written, files = _write_rows(target, frame, counts)
     done = time.monotonic()
+    began, materialised = times
     seconds = {
+        # MERGE's own name for the time it takes to materialise its source.
+        "materializeSourceTimeMs": materialised - began,
         "scanTimeMs": scanned - began,
         "rewriteTimeMs": done - scanned,
         "executionTimeMs": done - began,
@@ -353,10 +357,10 @@ def _write_rows(target: Target, frame: DataFrame, counts: ChangeCounts) -> tuple
         *[spark_column(f.name).cast(f.dataType).alias(f.name) for f in target.schema.fields],
         F.explode(routes).alias(CHANGE_TYPE),
     )
-    # Files of disjoint key ranges, so that the next batches' pruning by key skips most of them.
-    laid_out = routed.repartitionByRange(
-        max(1, -(-counts.new_rows // ROWS_PER_FILE)), *spark_columns(target.key)
-    )
+    # Files of disjoint key ranges, so that the next batches' pruning by key skips most of them;
+    # a large batch's over every core.
+    files = write_partitions(counts.new_rows, target.spark.sparkContext.defaultParallelism)
+    laid_out = routed.repartitionByRange(files, *spark_columns(target.key))
     actions = target.txn.writeFiles(laid_out._jdf)
     data = changes = size = 0
     for action in target.jvm.listed(actions):
