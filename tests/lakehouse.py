@@ -576,19 +576,19 @@ def health_recount(lake: Lakehouse, spec: PipelineSpec, view: str) -> dict[str, 
 
 def drift(path: str, predicate: str, updates: dict[str, str] | None = None) -> None:
     """Make the output at `path` wrong in a way its log cannot explain: an UPDATE (or, with no
-    `updates`, a DELETE) committed under the marker of its newest lakejoin batch commit, as a
-    faulty lakejoin write would be. Someone's plain edit shows in the log and recomputes the
-    view (engine/plan.replaced_inputs); this one only the audit, or the upsert's check of the
-    rows it replaces, can find."""
+    `updates`, a DELETE) committed under the marker of its newest lakejoin batch commit (of
+    another part, so that commit stays the batch commit), as a faulty lakejoin write would be.
+    Someone's plain edit shows in the log and recomputes the view (engine/plan.replaced_inputs);
+    this one only the audit, or the upsert's check of the rows it replaces, can find."""
     from dataclasses import replace
 
     from deltalake import CommitProperties, DeltaTable
 
-    from lakejoin.delta.markers import PRE, BatchMarker
+    from lakejoin.delta.markers import BatchMarker
 
     table = DeltaTable(path)
     marker = next(m for c in table.history() if (m := BatchMarker.from_commit(c)) is not None)
-    stamp = CommitProperties(custom_metadata={"userMetadata": replace(marker, part=PRE).as_json()})
+    stamp = CommitProperties(custom_metadata={"userMetadata": replace(marker, part="drift").as_json()})
     if updates is None:
         table.delete(predicate, commit_properties=stamp)
     else:

@@ -120,11 +120,10 @@ def test_the_keys_changed_in_a_range_leave_out_rewrites():
 # --- a batch with no change of content ----------------------------------------------------------
 
 
-def plan(mode: BatchMode = INC, *, finishing: bool = False) -> BatchPlan:
+def plan(mode: BatchMode = INC) -> BatchPlan:
     return BatchPlan(
-        "v", 5, mode, {"facts": 3, "dims": 1, "_routing": 2}, {"facts": 7, "dims": 1, "_routing": 2},
-        finishing=finishing,
-    )  # fmt: skip
+        "v", 5, mode, {"facts": 3, "dims": 1, "_routing": 2}, {"facts": 7, "dims": 1, "_routing": 2}
+    )
 
 
 @pytest.mark.parametrize(
@@ -133,7 +132,6 @@ def plan(mode: BatchMode = INC, *, finishing: bool = False) -> BatchPlan:
         pytest.param(plan(), {"facts": 0, "dims": 0}, "facts 4..7", id="none_changed"),
         pytest.param(plan(), {"facts": 1, "dims": 0}, None, id="one_key_changed"),
         pytest.param(plan(), {"facts": 0, "dims": 2}, None, id="a_key_of_another_source_changed"),
-        pytest.param(plan(finishing=True), {"facts": 0}, None, id="a_batch_being_finished_commits"),
         pytest.param(plan(REPAIR), {"facts": 0}, None, id="a_repair_commits"),
         pytest.param(plan(FULL), {}, None, id="a_full_refresh_reads_no_changes"),
     ],

@@ -1,40 +1,41 @@
 """The batch commit's marks (delta/markers.py), as truth tables: what a txn version says of a
-view's batches, and what a commit's userMetadata says of its batch. No Spark, no JVM."""
+view's batches, and what a commit's userMetadata says of its batch; and what the plan makes of an
+output an older lakejoin left half written. No Spark, no JVM."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
-from lakejoin.delta.markers import FINAL, PRE, BatchMarker, OutputBatches, find_commit
+from lakejoin.delta.markers import FINAL, BatchMarker, OutputBatches, app_id, find_commit
 from lakejoin.delta.records import BatchMode
 
 pytestmark = pytest.mark.unit
 
 
 @pytest.mark.parametrize(
-    ("txn", "committed", "half_written"),
+    ("txn", "committed", "half_written_by_older"),
     [
         (None, None, None),  # no batch ever committed into the output
         (3, 1, None),  # batch 1's batch commit (2 * 1 + 1)
-        (4, None, 2),  # batch 2's first commit landed, its batch commit did not
         (5, 2, None),
-        (12, None, 6),  # after abandoned batches 3-5: ids skip, the txn follows the id
+        (13, 6, None),  # after abandoned batches 3-5: ids skip, the txn follows the id
+        (4, None, 2),  # an older lakejoin's first of batch 2's two commits, and no batch commit
     ],
 )
-def test_a_txn_version_tells_the_last_batch_commit_or_a_half_written_batch(txn, committed, half_written):
+def test_a_txn_version_tells_the_last_batch_commit(txn, committed, half_written_by_older):
     batches = OutputBatches(txn, 10)
     assert batches.last_committed == committed
-    assert batches.half_written == half_written
+    assert batches.half_written_by_older == half_written_by_older
 
 
 def test_a_marker_stamps_its_part_and_reads_back_from_the_commit():
     pins = {"products": 9, "merchants": 4, "_routing": 7}
-    pre = BatchMarker(3, PRE, BatchMode.INCREMENTAL, {"products": 5, "merchants": 4}, pins)
-    final = BatchMarker(3, FINAL, BatchMode.INCREMENTAL, {"products": 5, "merchants": 4}, pins, run=pre.run)
+    final = BatchMarker(3, FINAL, BatchMode.INCREMENTAL, {"products": 5, "merchants": 4}, pins)
 
-    assert (pre.txn_version, final.txn_version) == (6, 7)
+    assert final.txn_version == 7
     assert BatchMarker.from_commit({"userMetadata": final.as_json()}) == final
     assert json.loads(final.as_json())["lakejoin"] == 2
     assert "ends" not in json.loads(final.as_json())  # only a repair's marker says where it ended
@@ -106,3 +107,45 @@ def test_a_search_up_to_a_version_skips_the_newer_commits(tmp_path, monkeypatch)
 
     assert found is not None and (found[0], found[1].batch_id) == (40, 40)
     assert reads == [32 + 60]
+
+
+def test_a_batch_an_older_lakejoin_left_half_written_stops_the_plan_with_the_full_refresh_fix(tmp_path):
+    """A lakejoin before issue 37 wrote some batches in two output commits, the first stamped
+    `2 * batch` and marked part "pre"; a run that died between them left the output's txn even.
+    This version does not finish such a batch: the plan stops and says to run the view with
+    --full-refresh, which plans past it (batch 3, after batch 1, the last committed)."""
+    import pyarrow as pa
+    from deltalake import CommitProperties, Transaction, write_deltalake
+
+    from lakejoin.delta.log import BatchLog
+    from lakejoin.engine.plan import view_batches
+    from lakejoin.errors import BatchStateError
+    from lakejoin.spec.parse import load_spec
+    from tests.unit.shop import SHOP
+
+    file = tmp_path / "shop.yaml"
+    file.write_text(SHOP.replace("./store", str(tmp_path / "store")), encoding="utf-8")
+    spec = load_spec(file)
+    view = spec.views["display_products"]
+    pins = {"products": 4, "merchants": 2}
+    committed = BatchMarker(1, FINAL, BatchMode.FULL_REFRESH, {}, pins)
+    first_of_two = replace(BatchMarker(2, FINAL, BatchMode.INCREMENTAL, pins, {"products": 6}), part="pre")
+    for marker, txn in ((committed, 3), (first_of_two, 4)):
+        stamp = CommitProperties(
+            custom_metadata={"userMetadata": marker.as_json()},
+            app_transactions=[Transaction(app_id=app_id(spec.name, view.name), version=txn)],
+        )
+        write_deltalake(view.path, pa.table({"product_id": ["p1"]}), mode="append", commit_properties=stamp)
+    log = BatchLog.of(spec)
+
+    with pytest.raises(BatchStateError) as raised:
+        view_batches(spec, view, log)
+    error = raised.value
+    assert error.where == f"view 'display_products' output ({view.path})"
+    assert error.what.startswith("batch 2 is half written into the output: an older lakejoin, which wrote ")
+    assert error.what.endswith("writes every batch in one commit and no longer finishes such a batch")
+    assert error.fix.startswith("rebuild the view with --full-refresh")
+    assert error.fix.endswith(f": lakejoin run {spec.file} --view display_products --full-refresh")
+    refresh = view_batches(spec, view, log, need_pins=False)  # what a full refresh plans from
+    assert refresh.committed is not None and refresh.committed.batch_id == 1
+    assert refresh.committed.pinned_versions == pins and refresh.next_id == 3

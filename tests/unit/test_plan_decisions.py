@@ -1,12 +1,12 @@
 """engine/plan.py's decision, as a truth table: given where a view's batches stand (its output's
-log, stood in for) and the versions its inputs are at now, the next batch finishes a half-written
-one, refreshes in full, runs incrementally, or skips, and says why. No Delta table is read."""
+log, stood in for) and the versions its inputs are at now, the next batch refreshes in full, runs
+incrementally, or skips, and says why. No Delta table is read."""
 
 from __future__ import annotations
 
 import pytest
 
-from lakejoin.delta.markers import FINAL, PRE, BatchMarker
+from lakejoin.delta.markers import FINAL, BatchMarker
 from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus
 from lakejoin.engine import plan
 from lakejoin.engine.plan import BatchPlan, Skip, ViewBatches
@@ -61,14 +61,13 @@ def decide(
 
 
 PINS = {"products": 5, "merchants": 2}
-HALF = BatchMarker(4, PRE, INC, {"products": 2, "merchants": 2}, {"products": 5, "merchants": 2})
 
 
 @pytest.mark.parametrize(
     ("batches", "now", "data", "full_refresh", "expected"),
     [
         pytest.param(
-            ViewBatches(None, None, 1),
+            ViewBatches(None, 1),
             PINS,
             set(),
             False,
@@ -76,23 +75,7 @@ HALF = BatchMarker(4, PRE, INC, {"products": 2, "merchants": 2}, {"products": 5,
             id="first_batch",
         ),
         pytest.param(
-            ViewBatches(committed(3, PINS), HALF, 5),
-            {"products": 9, "merchants": 9},
-            set(),
-            False,
-            BatchPlan("display_products", 4, INC, HALF.start_versions, HALF.pinned_versions, finishing=True),
-            id="half_written_is_finished_on_its_own_versions",
-        ),
-        pytest.param(
-            ViewBatches(committed(3, PINS), HALF, 5),
-            {"products": 9, "merchants": 2},
-            set(),
-            True,
-            BatchPlan("display_products", 5, FULL, PINS, {"products": 9, "merchants": 2}),
-            id="full_refresh_over_a_half_written",
-        ),
-        pytest.param(
-            ViewBatches(committed(3, PINS), None, 4),
+            ViewBatches(committed(3, PINS), 4),
             PINS,
             set(),
             False,
@@ -100,7 +83,7 @@ HALF = BatchMarker(4, PRE, INC, {"products": 2, "merchants": 2}, {"products": 5,
             id="nothing_moved",
         ),
         pytest.param(
-            ViewBatches(committed(3, PINS), None, 4),
+            ViewBatches(committed(3, PINS), 4),
             {"products": 6, "merchants": 2},
             set(),
             False,
@@ -112,7 +95,7 @@ HALF = BatchMarker(4, PRE, INC, {"products": 2, "merchants": 2}, {"products": 5,
             id="maintenance_commits_only",
         ),
         pytest.param(
-            ViewBatches(committed(3, PINS), None, 4),
+            ViewBatches(committed(3, PINS), 4),
             {"products": 6, "merchants": 3},
             {"merchants"},
             False,
@@ -120,7 +103,7 @@ HALF = BatchMarker(4, PRE, INC, {"products": 2, "merchants": 2}, {"products": 5,
             id="one_source_with_data",
         ),
         pytest.param(
-            ViewBatches(committed(3, {"products": 5}), None, 4),
+            ViewBatches(committed(3, {"products": 5}), 4),
             PINS,
             set(),
             False,
@@ -133,9 +116,7 @@ def test_the_next_batch_of_an_fk_join(monkeypatch, batches, now, data, full_refr
     decided, asked = decide(monkeypatch, "display_products", batches, now, data, full_refresh=full_refresh)
 
     assert decided == expected
-    assert asked == (
-        [] if isinstance(decided, BatchPlan) and decided.finishing else ["products", "merchants"]
-    )
+    assert asked == ["products", "merchants"]
 
 
 @pytest.mark.parametrize(
@@ -147,7 +128,7 @@ def test_a_rekey_batch_pins_its_index_where_the_last_batch_left_it(monkeypatch, 
     decided, _ = decide(
         monkeypatch,
         "merchants_by_name",
-        ViewBatches(committed(3, last), None, 4),
+        ViewBatches(committed(3, last), 4),
         {"merchants": 3},
         {"merchants"},
     )
@@ -166,7 +147,7 @@ def test_a_rekey_batch_pins_its_index_where_the_last_batch_left_it(monkeypatch, 
 def test_a_lookup_enrich_runs_for_its_facts_changes_alone(monkeypatch, now, data, expected_mode):
     last = {"purchases": 5, "customers": 2, "display_products": 3}
 
-    decided, _ = decide(monkeypatch, "looked_up", ViewBatches(committed(3, last), None, 4), now, data)
+    decided, _ = decide(monkeypatch, "looked_up", ViewBatches(committed(3, last), 4), now, data)
 
     if expected_mode is None:
         assert decided == Skip("no new versions since batch 3: purchases@5", last, now)
@@ -204,7 +185,7 @@ def test_after_a_batch_that_found_no_change_of_content_the_next_reads_on_from_it
 ):
     """Issue 36: a batch whose changes held no change of content committed nothing; the plan
     reads on from its versions rather than reading the same rewrites again on every run."""
-    batches = ViewBatches(committed(3, PINS), None, 5, unchanged=UNCHANGED)
+    batches = ViewBatches(committed(3, PINS), 5, unchanged=UNCHANGED)
 
     decided, _ = decide(monkeypatch, "display_products", batches, now, data)
 
@@ -212,7 +193,7 @@ def test_after_a_batch_that_found_no_change_of_content_the_next_reads_on_from_it
 
 
 def test_a_full_refresh_does_not_read_on(monkeypatch):
-    batches = ViewBatches(committed(3, PINS), None, 5, unchanged=UNCHANGED)
+    batches = ViewBatches(committed(3, PINS), 5, unchanged=UNCHANGED)
 
     decided, _ = decide(monkeypatch, "display_products", batches, UNCHANGED_PINS, set(), full_refresh=True)
 
@@ -270,7 +251,7 @@ INNER = ("right_prefix: merchant_}", "right_prefix: merchant_, how: left}")
 )
 def test_a_changed_definition_refreshes_in_full_and_says_why(monkeypatch, now, data):
     before = shop()
-    batches = ViewBatches(recorded(3, PINS, under(before, "display_products")), None, 4)
+    batches = ViewBatches(recorded(3, PINS, under(before, "display_products")), 4)
 
     decided, _ = decide(monkeypatch, "display_products", batches, now, data, spec=edited_shop(*INNER))
 
@@ -282,7 +263,7 @@ def test_a_changed_definition_refreshes_in_full_and_says_why(monkeypatch, now, d
 def test_with_on_definition_change_fail_the_plan_stops_naming_the_change_and_the_command(monkeypatch):
     from lakejoin.errors import DefinitionChangedError
 
-    batches = ViewBatches(recorded(3, PINS, under(shop(), "display_products")), None, 4)
+    batches = ViewBatches(recorded(3, PINS, under(shop(), "display_products")), 4)
     spec = edited_shop(
         "    fk_join: {left: products, right: merchants, fk: merchant_id, right_prefix: merchant_}",
         "    on_definition_change: fail\n"
@@ -298,7 +279,7 @@ def test_with_on_definition_change_fail_the_plan_stops_naming_the_change_and_the
 
 
 def test_a_full_refresh_asked_for_runs_under_fail_too_and_says_what_changed(monkeypatch):
-    batches = ViewBatches(recorded(3, PINS, under(shop(), "display_products")), None, 4)
+    batches = ViewBatches(recorded(3, PINS, under(shop(), "display_products")), 4)
     spec = edited_shop(
         "    fk_join: {left: products, right: merchants, fk: merchant_id, right_prefix: merchant_}",
         "    on_definition_change: fail\n"
@@ -319,7 +300,7 @@ def test_with_nothing_new_an_unchanged_or_unknown_definition_is_skipped(monkeypa
     definition = {"the_same_definition": under(shop(), "display_products")}.get(last)
     if last == "another_format":
         definition = {**under(shop(), "display_products"), "format": 0, "settings": {}}
-    batches = ViewBatches(recorded(3, PINS, definition), None, 4)
+    batches = ViewBatches(recorded(3, PINS, definition), 4)
 
     decided, _ = decide(monkeypatch, "display_products", batches, PINS, set())
 
@@ -327,7 +308,7 @@ def test_with_nothing_new_an_unchanged_or_unknown_definition_is_skipped(monkeypa
 
 
 def test_an_output_written_before_definitions_records_one_and_runs_as_before(monkeypatch):
-    batches = ViewBatches(recorded(3, PINS, None), None, 4)
+    batches = ViewBatches(recorded(3, PINS, None), 4)
     now = {"products": 6, "merchants": 2}
 
     decided, _ = decide(monkeypatch, "display_products", batches, now, {"products"})
@@ -337,7 +318,7 @@ def test_an_output_written_before_definitions_records_one_and_runs_as_before(mon
 
 
 def test_an_input_that_gained_a_column_the_view_takes_refreshes_it(monkeypatch):
-    batches = ViewBatches(recorded(3, PINS, under(shop(), "display_products")), None, 4)
+    batches = ViewBatches(recorded(3, PINS, under(shop(), "display_products")), 4)
     wider = {"merchants": {"merchant_id": "string", "zip": "string"}}
 
     decided, _ = decide(
@@ -354,15 +335,3 @@ def test_an_input_that_gained_a_column_the_view_takes_refreshes_it(monkeypatch):
         decided.notes["definition"]
         == "definition changed since batch 3: merchants gained column 'zip' (string)"
     )
-
-
-def test_a_half_written_batch_under_another_definition_is_refreshed_not_finished(monkeypatch):
-    old = under(shop(), "display_products")
-    half = BatchMarker(4, PRE, INC, HALF.start_versions, HALF.pinned_versions, definition=old)
-    batches = ViewBatches(recorded(3, PINS, old), half, 5)
-
-    same, _ = decide(monkeypatch, "display_products", batches, PINS, set())
-    changed, _ = decide(monkeypatch, "display_products", batches, PINS, set(), spec=edited_shop(*INNER))
-
-    assert same.finishing and same.batch_id == 4
-    assert not changed.finishing and changed.mode is FULL and changed.batch_id == 5

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from lakejoin.delta import key_ranges, lookups, markers, sql_text
-from lakejoin.delta.markers import FINAL, PRE, BatchMarker, OutputCommit, operation_metrics
+from lakejoin.delta.markers import FINAL, BatchMarker, OutputCommit, operation_metrics
 from lakejoin.delta.records import BatchMode
 from lakejoin.errors import CommittedElsewhereError, ConcurrentBatchError
 from lakejoin.sink import choice, driver_merge
@@ -26,7 +26,7 @@ from lakejoin.sink.write_path import WritePath, choose_write
 pytestmark = pytest.mark.unit
 
 FINAL_MARK = BatchMarker(3, FINAL, BatchMode.INCREMENTAL, {"s": 1}, {"s": 2})
-COMMIT = OutputCommit("app", BatchMarker(3, PRE, BatchMode.INCREMENTAL, {"s": 1}, {"s": 2}), FINAL_MARK)
+COMMIT = OutputCommit("app", FINAL_MARK)
 WRITTEN = MergeCounts(inserted=2, updated=3, deleted=1, applied=False, keys=6)
 
 

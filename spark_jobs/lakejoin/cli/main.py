@@ -302,7 +302,7 @@ def summary_table(summaries: list) -> Table:  # noqa: ANN001 - list[BatchSummary
                 if not k.startswith("_")
             )
         changed = ", ".join(f"{k} {n}" for k, n in s.changed_keys.items()) or "-"
-        outcome = s.outcome.value + (" (retry)" if s.retried else "")
+        outcome = s.outcome.value
         if not s.output_applied:
             outcome += " (output already written)"
         table.add_row(

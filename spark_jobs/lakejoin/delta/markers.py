@@ -6,10 +6,10 @@ That commit carries the batch in two places of Delta's log:
 - commitInfo's `userMetadata`: the batch id, its mode, the versions of its inputs and the
   view's definition (spec/definition.py), which the next plan compares with the spec's.
 
-A batch whose output write takes two commits (a MERGE of the keys the output holds, then an
-append of new keys) stamps the first `2 * batch` and the last, the batch commit, `2 * batch + 1`.
-A crash between them leaves `2 * batch`: the next run finishes that batch on the versions the
-first commit recorded, and Delta skips the first commit when the retry repeats it.
+The batch commit's `txnVersion` is `2 * batch + 1`. A lakejoin before issue 37 wrote some
+batches in two output commits and stamped the first `2 * batch`; this version writes every batch
+in one commit, so an even txn version is only ever such a batch, half written by a run that died
+between its two commits (`OutputBatches.half_written_by_older`).
 
 Everything here reads Delta's log with delta-rs: no JVM.
 
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 FORMAT = 2  # the protocol version a batch commit's metadata declares
-PRE, FINAL = "pre", "batch"  # the first of two output commits, and the batch commit
+FINAL = "batch"  # the marker part of an output's batch commit
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
@@ -53,7 +53,7 @@ class BatchMarker:
     """What an output commit says of its batch (its `userMetadata`)."""
 
     batch_id: int
-    part: str  # PRE or FINAL
+    part: str  # FINAL on an output's batch commit
     mode: BatchMode
     start_versions: dict[str, int]
     pinned_versions: dict[str, int]
@@ -67,7 +67,8 @@ class BatchMarker:
 
     @property
     def txn_version(self) -> int:
-        return 2 * self.batch_id + (1 if self.part == FINAL else 0)
+        """The `txnVersion` of the batch's output commit."""
+        return 2 * self.batch_id + 1
 
     def as_json(self) -> str:
         return json.dumps(
@@ -117,16 +118,17 @@ class OutputBatches:
     version: int
 
     @property
-    def half_written(self) -> int | None:
-        """The batch whose first of two commits landed and whose batch commit did not."""
-        if self.txn_version is None or self.txn_version % 2:
+    def last_committed(self) -> int | None:
+        """The newest committed batch (None: none has, or see `half_written_by_older`)."""
+        if self.txn_version is None or not self.txn_version % 2:
             return None
         return self.txn_version // 2
 
     @property
-    def last_committed(self) -> int | None:
-        """The newest committed batch when the txn says it exactly (else see `find_commit`)."""
-        if self.txn_version is None or not self.txn_version % 2:
+    def half_written_by_older(self) -> int | None:
+        """The batch a lakejoin before issue 37 left half written (its first of two output
+        commits landed, its batch commit did not), which this version does not finish."""
+        if self.txn_version is None or self.txn_version % 2:
             return None
         return self.txn_version // 2
 
@@ -220,14 +222,10 @@ def failpoint(name: str) -> None:
 
 @dataclass(frozen=True)
 class OutputCommit:
-    """How a batch stamps its output write: `pre` on the first of two commits, `final` on the
-    batch commit. `finishing`: the first commit already landed in an earlier attempt, so Delta
-    is expected to skip it."""
+    """How a batch stamps its output write, the batch commit: `final` under the txn app id `app`."""
 
     app: str
-    pre: BatchMarker
     final: BatchMarker
-    finishing: bool = False
 
     def committed(self, path: str) -> tuple[int, dict[str, Any]] | None:
         """The version and commitInfo of this run's batch commit (None: Delta skipped it, because

@@ -85,7 +85,6 @@ class BatchSummary:
     outcome: BatchOutcome
     batch_id: int | None = None
     mode: BatchMode | None = None
-    retried: bool = False  # it finished a batch whose first output commit an earlier run made
     start_versions: dict[str, int] = field(default_factory=dict)
     pinned_versions: dict[str, int] = field(default_factory=dict)
     changed_keys: dict[str, int] = field(default_factory=dict)
@@ -192,7 +191,7 @@ def run_view(
         clock.enter(None)
         return summary
     plan = planned
-    summary.batch_id, summary.mode, summary.retried = plan.batch_id, plan.mode, plan.finishing
+    summary.batch_id, summary.mode = plan.batch_id, plan.mode
     summary.start_versions, summary.pinned_versions = dict(plan.start_versions), dict(plan.pinned_versions)
     summary.notes.update(plan.notes)
     lineage = BatchLineage.of(spark, spec, view, plan)
@@ -320,9 +319,9 @@ def _run_planned(
         _check(ctx, kind, derived, counted, summary, lineage, log)
     clock.enter(Phase.WRITE)
     committed = write(ctx, kind, derived, counted)
-    _take_write(summary, plan, derived, committed)
+    _take_write(summary, derived, committed)
     audited = None
-    if plan.audit_slice is not None and not plan.finishing and checks:
+    if plan.audit_slice is not None and checks:
         clock.enter(Phase.AUDIT)
         audited = audit_batch(ctx, kind, committed.output.version)
         summary.kind_metrics.update(audited.metrics)
@@ -388,7 +387,7 @@ def derivation(spark: SparkSession, kind: ViewKindLogic, plan: BatchPlan) -> Der
     contract, the output's: derived from what the batch reads, the write need not read them
     (sink/key_upsert.py). Not in a repair, which mends an output that may not be what its inputs
     give. Rows flagged with their join health when the kind counts any."""
-    incremental = plan.mode is BatchMode.INCREMENTAL and not plan.finishing and not plan.rewrite
+    incremental = plan.mode is BatchMode.INCREMENTAL and not plan.rewrite
     return Derivation(previous=incremental and upsert_enabled(spark), health=bool(kind.health_measures))
 
 
@@ -487,7 +486,7 @@ def write(ctx: BatchContext, kind: ViewKindLogic, derived: Derived, counted: Cou
     return Committed(pins, identities, output)
 
 
-def _take_write(summary: BatchSummary, plan: BatchPlan, derived: Derived, committed: Committed) -> None:
+def _take_write(summary: BatchSummary, derived: Derived, committed: Committed) -> None:
     counts = committed.output.counts
     summary.identities, summary.pinned_versions = committed.identities, committed.pins
     summary.output_version = committed.output.version
@@ -497,8 +496,6 @@ def _take_write(summary: BatchSummary, plan: BatchPlan, derived: Derived, commit
     summary.unchanged_skipped = max(summary.recomputed_rows - counts.inserted - counts.updated, 0)
     if committed.output.note:
         summary.notes["output"] = committed.output.note
-    if plan.finishing:
-        summary.notes["output"] = "its first output commit was made by an earlier run; this run finished it"
 
 
 @dataclass(frozen=True)
@@ -576,8 +573,8 @@ def nothing_changed(plan: BatchPlan, changed_keys: dict[str, int]) -> str | None
     no key of any change source changed content in its range (every new commit wrote rows back
     as they were, or wrote none), so its output and state would stay as they are. It ends there,
     as a view with nothing new does: no output commit, so readers of the output see no new
-    version. A batch being finished is not one (its first output commit landed)."""
-    if plan.mode is not BatchMode.INCREMENTAL or plan.finishing or any(changed_keys.values()):
+    version."""
+    if plan.mode is not BatchMode.INCREMENTAL or any(changed_keys.values()):
         return None
     read = ", ".join(
         f"{name} {plan.start_versions.get(name, -1) + 1}..{plan.pinned_versions[name]}"
@@ -617,14 +614,9 @@ def _record(plan: BatchPlan, summary: BatchSummary, status: BatchStatus) -> Batc
 
 def _abandon(log: BatchLog, plan: BatchPlan, summary: BatchSummary, why: str) -> None:
     """Log a batch that stopped before its output commit. Nothing of it was written, and the next
-    run plans afresh under a new batch id (its report stays under this one); but a batch being
-    finished keeps its first output commit, and the next run tries to finish it again. Logging
-    is for people: a failure to log is a warning, never the error the caller sees."""
-    summary.notes["abandoned"] = why + (
-        " (its first output commit stays: the next run finishes it, or run with --full-refresh)"
-        if plan.finishing
-        else ""
-    )
+    run plans afresh under a new batch id (its report stays under this one). Logging is for
+    people: a failure to log is a warning, never the error the caller sees."""
+    summary.notes["abandoned"] = why
     try:
         log.append(_record(plan, summary, BatchStatus.ABANDONED))
     except Exception:

@@ -29,10 +29,10 @@ A share is of the rows of the kind's first input (fk_join's and list_join's left
 facts, rekey's masters) at the batch's pin, from the table's file statistics less its deletion
 vectors' rows (delta-rs, no job).
 
-A batch with no table or no totals to go on from (the first with health, after an upgrade, a
-batch being finished) or a repair (which re-derives at pins of its own) counts the whole view:
-an aggregate job over the kind's full recompute. A full refresh counts its own rows, which are
-the whole view, in their observation.
+A batch with no table or no totals to go on from (the first with health, after an upgrade) or a
+repair (which re-derives at pins of its own) counts the whole view: an aggregate job over the
+kind's full recompute. A full refresh counts its own rows, which are the whole view, in their
+observation.
 """
 
 from __future__ import annotations

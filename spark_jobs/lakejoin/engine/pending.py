@@ -38,8 +38,6 @@ def pending_work(spec: PipelineSpec, view_name: str) -> Pending:
     for why in ("replaced", "definition"):
         if why in planned.notes:
             return Pending(True, planned.notes[why])
-    if planned.finishing:
-        return Pending(True, f"batch {planned.batch_id} is half written: it will be finished")
     if not planned.start_versions:
         return Pending(True, "the view has no committed batch yet")
     newer = [

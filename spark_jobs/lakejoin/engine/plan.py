@@ -22,7 +22,6 @@ from lakejoin.delta.kept_tables import health_path, state_path
 from lakejoin.delta.log import BatchLog
 from lakejoin.delta.markers import (
     FINAL,
-    PRE,
     BatchMarker,
     app_id,
     find_commit,
@@ -62,18 +61,13 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class BatchPlan:
     """A batch to run: its id, mode, and the input versions (start, pinned] it reads.
-
-    `finishing`: the output already holds this batch's first commit, so the batch runs again on
-    exactly the versions that commit recorded. `repair_ends`: a repair's last version of each
-    change source.
-    """
+    `repair_ends`: a repair's last version of each change source."""
 
     view: str
     batch_id: int
     mode: BatchMode
     start_versions: dict[str, int]
     pinned_versions: dict[str, int]
-    finishing: bool = False
     notes: dict[str, str] = field(default_factory=dict)
     repair_ends: dict[str, int] = field(default_factory=dict)
     # The view's definition the batch runs under, and each input's columns at its pin (read by
@@ -122,13 +116,12 @@ class Skip:
 
 @dataclass(frozen=True)
 class ViewBatches:
-    """A view's batches as its output's log tells them: the last committed one, a batch whose
-    first of two output commits landed (`half_written`), and the id the next batch takes; and,
-    from the batch log, the last batch after the committed one that found no change of content
-    (`unchanged`, see `read_on`), from whose pins the next incremental batch reads on."""
+    """A view's batches as its output's log tells them: the last committed one and the id the
+    next batch takes; and, from the batch log, the last batch after the committed one that found
+    no change of content (`unchanged`, see `read_on`), from whose pins the next incremental batch
+    reads on."""
 
     committed: BatchRecord | None
-    half_written: BatchMarker | None
     next_id: int
     unchanged: BatchRecord | None = None
     audit_slice: int | None = None  # the slice the next batch audits, if incremental
@@ -142,7 +135,8 @@ def _where(view: View, source: Source) -> str:
 def view_batches(spec: PipelineSpec, view: View, log: BatchLog, *, need_pins: bool = True) -> ViewBatches:
     """Read where the view's batches stand, and catch the batch log up with its output. Without
     `need_pins` (a full refresh reads no earlier batch), a last batch whose pins are lost is no
-    error: it counts for the next batch id only."""
+    error: it counts for the next batch id only; nor is a batch an older lakejoin left half
+    written, which only a full refresh gets past (`_older_half_written`)."""
     app = app_id(spec.name, view.name)
     output = output_batches(view.path, app)
     history = log.history(view.name)
@@ -150,11 +144,17 @@ def view_batches(spec: PipelineSpec, view: View, log: BatchLog, *, need_pins: bo
     ids = [r.batch_id for r in history]
     committed: BatchRecord | None = None  # no batch ever committed into this output
     newest = output.last_committed
-    if output.txn_version is not None:
-        ids.append(newest or 0)
-        if newest is None:  # half written: the batch before it committed, the log says which
-            committed = logged
-        elif logged is None or logged.batch_id < newest:
+    half = output.half_written_by_older
+    if half is not None:
+        if need_pins:
+            raise _older_half_written(spec, view, half)
+        ids.append(half)
+        # What the full refresh records it started from: the batch commit before the half batch.
+        before = find_commit(view.path, lambda m: m.part == FINAL)
+        committed = _record(view.name, *before) if before else None
+    elif newest is not None:
+        ids.append(newest)
+        if logged is None or logged.batch_id < newest:
             committed = _catch_up(spec, view, newest, need_pins=need_pins)
             if committed is not None:
                 log.append(committed)
@@ -167,18 +167,24 @@ def view_batches(spec: PipelineSpec, view: View, log: BatchLog, *, need_pins: bo
             )
         else:
             committed = logged
-    half: BatchMarker | None = None
-    if output.half_written is not None:
-        found = find_commit(view.path, lambda m: m.part == PRE and m.batch_id == output.half_written)
-        half = found[1] if found else None
-        ids.append(output.half_written)
-        if committed is None:
-            before = find_commit(view.path, lambda m: m.part == FINAL)
-            committed = _record(view.name, *before) if before else None
-    unchanged = read_on(history, committed) if half is None else None
+    unchanged = read_on(history, committed)
     next_id = max(ids, default=0) + 1
     slice_ = next_slice(history, view.audit, next_id)
-    return ViewBatches(committed, half, next_id, unchanged, slice_, round_start(history, slice_))
+    return ViewBatches(committed, next_id, unchanged, slice_, round_start(history, slice_))
+
+
+def _older_half_written(spec: PipelineSpec, view: View, batch_id: int) -> BatchStateError:
+    """The error for an output whose newest batch a lakejoin before issue 37 left half written
+    (delta/markers.py): the first of its two output commits landed, its batch commit did not."""
+    return BatchStateError(
+        f"batch {batch_id} is half written into the output: an older lakejoin, which wrote some "
+        "batches in two output commits (protocol version 2 before issue 37), made its first commit "
+        "and stopped before the second; this version writes every batch in one commit and no "
+        "longer finishes such a batch",
+        where=f"view '{view.name}' output ({view.path})",
+        fix="rebuild the view with --full-refresh (it needs no earlier batch and writes only the "
+        f"rows that differ): lakejoin run {spec.file} --view {view.name} --full-refresh",
+    )
 
 
 def read_on(history: list[BatchRecord], committed: BatchRecord | None) -> BatchRecord | None:
@@ -288,25 +294,7 @@ def plan_batch(
     """The next batch of `view`, or why there is none. A view whose definition changed since its
     last batch (spec/definition.py) refreshes in full or stops, as its `on_definition_change` says."""
     batches = view_batches(spec, view, log, need_pins=not full_refresh)
-    half = batches.half_written
     committed = batches.committed
-    asked = full_refresh
-    half_note = ""
-    if half is not None and not full_refresh:
-        # Its first output commit landed: finish it on exactly the versions it recorded, unless
-        # the definition it ran under is no longer the spec's (then refresh under the new one).
-        schemas = input_columns(spec, view, kind, half.pinned_versions)
-        definition = view_definition(spec, view, schemas)
-        if not comparable(half.definition) or not differences(half.definition or {}, definition):
-            return BatchPlan(
-                view.name, half.batch_id, half.mode, half.start_versions, half.pinned_versions,
-                finishing=True, definition=definition, schemas=schemas,
-            )  # fmt: skip
-        full_refresh = True
-        half_note = (
-            f"batch {half.batch_id} was half written under another definition "
-            f"({'; '.join(differences(half.definition or {}, definition))}): refreshed, not finished"
-        )
     tables = {s.name: TableLog.at(s.path) for s in kind.sources}
     pinned = {s.name: latest_pin(spec, view, s, log, tables[s.name]) for s in kind.sources}
     identities = {name: t.identity(pinned[name]) for name, t in tables.items() if t is not None}
@@ -316,13 +304,10 @@ def plan_batch(
     last = batches.unchanged or committed
     recorded = last.definition if last is not None and comparable(last.definition) else None
     if full_refresh or committed is None:
-        planned = _planned(
-            spec, view, kind, batches, BatchMode.FULL_REFRESH, start, pinned, recorded, asked=asked,
-            identities=identities,
+        return _planned(
+            spec, view, kind, batches, BatchMode.FULL_REFRESH, start, pinned, recorded,
+            asked=full_refresh, identities=identities,
         )  # fmt: skip
-        if half_note:
-            planned.notes.setdefault("definition", half_note)
-        return planned
     assert last is not None
     since = f"batch {committed.batch_id}"
     if batches.unchanged is not None:  # the versions up to its pins hold no change of content
@@ -539,12 +524,6 @@ def plan_repair(
     """A repair batch: the last committed batch's pins, and each change source's range."""
     batches = view_batches(spec, view, log)
     where = f"view '{view.name}'"
-    if batches.half_written is not None:
-        raise RepairError(
-            f"batch {batches.half_written.batch_id} is half written into the output",
-            where=where,
-            fix="run the view once (it finishes that batch), then repair",
-        )
     committed = batches.committed
     if committed is None:
         raise RepairError(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from lakejoin.delta.markers import FINAL, PRE, OutputCommit, app_id, find_commit, idempotent, output_batches
+from lakejoin.delta.markers import FINAL, OutputCommit, app_id, find_commit, idempotent, output_batches
 from lakejoin.errors import CommittedElsewhereError, ConcurrentBatchError
 from lakejoin.sink.choice import merge_affected, merge_full, replace_output, upsert_affected
 from lakejoin.sink.keyed_tables import drift_error, ensure_output, schema_drift
@@ -123,12 +123,7 @@ def write_output(
     drift = schema_drift(spark, view.path, recomputed.schema)
     if drift and affected is not None:
         raise drift_error(drift, where=where)
-    commit = OutputCommit(
-        app_id(spec.name, view.name),
-        plan.marker(PRE, pins, identities),
-        plan.marker(FINAL, pins, identities),
-        finishing=plan.finishing,
-    )
+    commit = OutputCommit(app_id(spec.name, view.name), plan.marker(FINAL, pins, identities))
     note = None
     try:
         if drift or (plan.rewrite and affected is None):
@@ -259,6 +254,5 @@ def _concurrent(exc: Exception, batch_id: int, *, where: str) -> ConcurrentBatch
         f"another commit landed on this table while batch {batch_id} was writing it (another run of "
         f"the view, or someone's OPTIMIZE, DELETE or UPDATE); this run stopped: {first}",
         where=where,
-        fix="run the view again: it plans from what is committed (and finishes a batch half written "
-        "into the output); do not run two batches of one view at once",
+        fix="run the view again: it plans from what is committed; do not run two batches of one view at once",
     )

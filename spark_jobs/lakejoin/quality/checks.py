@@ -248,11 +248,7 @@ def check_batch(
         ]
         if said:
             failed += f" ({'; '.join(said)})"
-        fix = (
-            "nothing was committed; fix the source data and run again (the next run plans afresh; a "
-            "batch half written into the output is finished on the versions it recorded, so to get "
-            "past one run with --full-refresh)"
-        )
+        fix = "nothing was committed; fix the source data and run again (the next run plans afresh)"
         if suite is not None and any(c.blocking and c.scope == USER_SUITE for c in checks):
             fix += f" (or, if an expectation is wrong, fix the suite {suite.file})"
         raise QualityCheckError(
