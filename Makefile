@@ -51,7 +51,7 @@ test: install lint
 	$(BIN)/python -m pytest -p no:cacheprovider --durations=40 -n 2 --dist worksteal --ignore=tests/unit
 
 test-fast: install
-	$(BIN)/python -m pytest -p no:cacheprovider -m "unit"
+	$(BIN)/python -m pytest -p no:cacheprovider -m "unit and not tools"
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check spark_jobs dags tests scripts plugins bench

@@ -19,7 +19,7 @@ import pytest
 from tests.airflow_server import REPO, AirflowServer, AirflowStartError, start_airflow, stop_airflow
 from tests.lakehouse import MERCHANTS, PRODUCTS, Lakehouse, fk_join_oracle
 
-pytestmark = [pytest.mark.browser, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.airflow, pytest.mark.browser, pytest.mark.timeout(1800)]
 
 SCREENSHOTS = REPO / "docs" / "screenshots"
 PIPELINE, VIEW = "shop", "display_products"

@@ -25,7 +25,7 @@ from lakejoin.engine.batch import batch_log
 from lakejoin.spec.model import PipelineSpec
 from tests.lakehouse import MERCHANTS, PRODUCTS, Lakehouse
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.airflow, pytest.mark.cluster]
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

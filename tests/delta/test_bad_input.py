@@ -1,11 +1,12 @@
 """Bad input gives a clear typed error: what was wrong, where (spec file and line, or source,
-path and version), and what to do next. Never silent data loss (DESIGN §1, last rule)."""
+path and version), and what to do next. Never silent data loss (DESIGN §1, last rule).
+
+Here, specs that do not fit their tables and sources that cannot be read the way the view needs,
+on real Delta tables. A malformed spec alone: tests/unit/test_spec_errors.py; its message from
+`lakejoin run`: tests/e2e/test_cli.py."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,188 +18,14 @@ from lakejoin.errors import (
     NullKeyError,
     SpecError,
 )
-from lakejoin.spec.model import SparkRun
-from lakejoin.spec.parse import load_spec, parse_spec
+from lakejoin.spec.parse import load_spec
 from tests.lakehouse import MERCHANTS, PRODUCTS, Lakehouse
+from tests.spec_texts import FK_JOIN, LIST_AND_REKEY, VIEW, assert_says, message_of
 
-ROOT = Path(__file__).resolve().parents[2]
-VIEW = "display_products"
+pytestmark = pytest.mark.delta
+
 ACME = ("m1", "Acme", "a.png")
 PEN, CUP = ("p1", "pen", 1.0, "m1"), ("p2", "cup", 2.0, "m1")
-
-
-def message_of(exc: pytest.ExceptionInfo) -> str:
-    return " ".join(str(exc.value).split())
-
-
-def assert_says(text: str, *phrases: str) -> None:
-    missing = [p for p in phrases if p not in text]
-    assert not missing, f"{missing} not in: {text}"
-
-
-# --- malformed specs: no Spark needed ------------------------------------------------------------
-
-GOOD = """\
-pipeline: shop
-storage: ./store
-sources:
-  products: {path: ./products, key: product_id}
-  merchants: {path: ./merchants, key: merchant_id}
-views:
-  display_products:
-    fk_join:
-      left: products
-      right: merchants
-      fk: merchant_id
-      how: left
-"""
-FK_JOIN = "views.display_products.fk_join"
-
-MALFORMED = {
-    # name: (replace this, with that), line, key, phrases of the message (what, fix)
-    "unknown source in a view": (
-        ("right: merchants", "right: sellers"),
-        10,
-        f"{FK_JOIN}.right",
-        ["unknown source 'sellers'", "declare it under 'sources:'", "use one of: merchants, products"],
-    ),
-    "unknown how": (
-        ("how: left", "how: outer"),
-        12,
-        f"{FK_JOIN}.how",
-        ["unknown join type 'outer'", "use one of: inner, left"],
-    ),
-    "duplicate view name": (
-        ("how: left\n", "how: left\n  display_products:\n    fk_join: {left: products, right: merchants}\n"),
-        13,
-        "views.display_products",
-        ["'display_products' appears twice", "keep one entry per name"],
-    ),
-    "missing key of a source": (
-        ("{path: ./products, key: product_id}", "{path: ./products}"),
-        4,
-        "sources.products.key",
-        ["'key' is required", "add 'key: ...' under 'sources.products'"],
-    ),
-    "invalid YAML (a tab)": (
-        ("  merchants:", "\tmerchants:"),
-        5,
-        "<document>",
-        ["not valid YAML", "cannot start any token", "fix the YAML syntax at that line"],
-    ),
-    "SQL in an identifier": (
-        ("fk: merchant_id", 'fk: "x; DROP TABLE y"'),
-        11,
-        f"{FK_JOIN}.fk",
-        ["'x; DROP TABLE y' is not a valid name", "use letters, digits and '_' only"],
-    ),
-    "a fan-out threshold above 1": (
-        ("how: left\n", "how: left\n      fanout_threshold: 1.5\n"),
-        13,
-        f"{FK_JOIN}.fanout_threshold",
-        ["'fanout_threshold' must be a number from 0 to 1, found 1.5", "the default is 0.2"],
-    ),
-    "unknown view kind": (
-        ("    fk_join:", "    fk_joins:"),
-        8,
-        "views.display_products.fk_joins",
-        ["unknown view kind 'fk_joins'", "use one of: fk_join"],
-    ),
-    "unknown way to run Spark": (
-        ("storage: ./store\n", "storage: ./store\nspark: {run: cluster}\n"),
-        3,
-        "spark.run",
-        ["unknown way to run Spark 'cluster'", "use 'local'", "or 'submit'"],
-    ),
-    "a Spark connection without run: submit": (
-        ("storage: ./store\n", "storage: ./store\nspark:\n  conn_id: spark_default\n"),
-        4,
-        "spark.conn_id",
-        ["'conn_id' applies only to 'run: submit'", "add 'run: submit'"],
-    ),
-    "a master with run: submit": (
-        ("storage: ./store\n", "storage: ./store\nspark:\n  run: submit\n  master: spark://m:7077\n"),
-        5,
-        "spark.master",
-        ["'master' does not apply to 'run: submit'", "connection 'spark_default'", "remove 'master'"],
-    ),
-    "unknown top-level setting": (
-        ("storage: ./store\n", "storage: ./store\nschedul: daily\n"),
-        3,
-        "schedul",
-        ["unknown setting 'schedul'", "use one of: pipeline, schedule, sources, spark, storage, views"],
-    ),
-}
-
-
-@pytest.mark.unit
-def test_the_good_spec_parses():
-    spec = parse_spec(GOOD, "pipelines/shop.yaml")
-    assert spec.views[VIEW].fk_join.how.value == "left"
-    assert spec.views[VIEW].fk_join.fanout_threshold == 0.2
-
-
-@pytest.mark.unit
-def test_the_spark_block_says_how_tasks_run_spark():
-    local = parse_spec(GOOD, "pipelines/shop.yaml").spark
-    assert (local.run, local.master) == (SparkRun.LOCAL, None)
-    submit = parse_spec(GOOD + "spark: {run: submit, conn_id: cluster}\n", "pipelines/shop.yaml").spark
-    assert (submit.run, submit.conn_id) == (SparkRun.SUBMIT, "cluster")
-    assert parse_spec(GOOD + "spark: {run: submit}\n", "x.yaml").spark.conn_id == "spark_default"
-
-
-@pytest.mark.unit
-@pytest.mark.parametrize("case", list(MALFORMED))
-def test_a_malformed_spec_names_the_line_and_the_key(case):
-    """A malformed spec raises SpecError pointing at file, line and key, with a fix."""
-    (old, new), line, key, phrases = MALFORMED[case]
-    assert old in GOOD
-    with pytest.raises(SpecError) as exc:
-        parse_spec(GOOD.replace(old, new, 1), "pipelines/shop.yaml")
-    assert (exc.value.line, exc.value.key) == (line, key)
-    assert_says(message_of(exc), f"pipelines/shop.yaml:{line} (at '{key}')", *phrases, "fix:")
-
-
-@pytest.mark.unit
-def test_load_spec_names_the_file(tmp_path):
-    file = tmp_path / "shop.yaml"
-    file.write_text(GOOD.replace("how: left", "how: full"))
-    with pytest.raises(SpecError) as exc:
-        load_spec(file)
-    assert (exc.value.file, exc.value.line, exc.value.key) == (str(file), 12, f"{FK_JOIN}.how")
-    assert_says(message_of(exc), f"{file}:12", "unknown join type 'full'", "use one of: inner, left")
-
-    with pytest.raises(SpecError) as exc:
-        load_spec(tmp_path / "missing.yaml")
-    assert_says(message_of(exc), "missing.yaml", "cannot read the spec", "check the path")
-
-
-@pytest.mark.e2e
-def test_the_cli_prints_a_spec_error_without_a_traceback(tmp_path):
-    """`lakejoin run` on a malformed spec exits 2 with the error, its place and its fix, and no
-    Python traceback; no Spark starts for a spec error."""
-    file = tmp_path / "shop.yaml"
-    file.write_text(GOOD.replace("right: merchants", "right: sellers"))
-    result = subprocess.run(
-        [sys.executable, "-m", "lakejoin.cli", "run", str(file)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "COLUMNS": "300", "GX_ANALYTICS_ENABLED": "False"},
-    )
-    output = " ".join((result.stdout + result.stderr).split())
-    assert result.returncode == 2, output
-    assert_says(
-        output,
-        "SpecError",
-        f"{file}:10",
-        f"{FK_JOIN}.right",
-        "unknown source 'sellers'",
-        "declare it under 'sources:'",
-    )
-    assert "Traceback" not in output
-    assert "starting Spark" not in output
 
 
 # --- specs that do not fit their tables: checked when a batch plans ---------------------------------
@@ -247,7 +74,6 @@ def run_fails_with_spec_error(tables: Lakehouse, spec) -> SpecError:
     return exc
 
 
-@pytest.mark.delta
 def test_a_key_column_missing_from_its_table(shop_tables, tmp_path):
     spec = shop_spec(shop_tables, tmp_path, key="sku")
     exc = run_fails_with_spec_error(shop_tables, spec)
@@ -260,7 +86,6 @@ def test_a_key_column_missing_from_its_table(shop_tables, tmp_path):
     )
 
 
-@pytest.mark.delta
 def test_an_fk_column_missing_from_the_left_table(shop_tables, tmp_path):
     spec = shop_spec(shop_tables, tmp_path, fk="seller_id")
     exc = run_fails_with_spec_error(shop_tables, spec)
@@ -273,7 +98,6 @@ def test_an_fk_column_missing_from_the_left_table(shop_tables, tmp_path):
     )
 
 
-@pytest.mark.delta
 def test_a_right_column_that_does_not_exist(shop_tables, tmp_path):
     columns = "      right_columns:\n        - display_name\n        - logo\n"
     spec = shop_spec(shop_tables, tmp_path, extra=columns)
@@ -287,7 +111,6 @@ def test_a_right_column_that_does_not_exist(shop_tables, tmp_path):
     )
 
 
-@pytest.mark.delta
 def test_an_fk_of_another_type_than_the_right_key(shop_tables, tmp_path):
     shop_tables.create("merchants_by_number", "merchant_id BIGINT, display_name STRING", [(1, "Acme")])
     spec = shop_spec(shop_tables, tmp_path, merchants="merchants_by_number")
@@ -300,7 +123,6 @@ def test_an_fk_of_another_type_than_the_right_key(shop_tables, tmp_path):
     )
 
 
-@pytest.mark.delta
 def test_a_column_name_clash_asks_for_a_right_prefix(lake, tmp_path):
     """Left and right columns of the same name are an error that asks for `right_prefix`; with
     the prefix the view runs."""
@@ -330,7 +152,6 @@ def test_a_column_name_clash_asks_for_a_right_prefix(lake, tmp_path):
 # --- sources that cannot be read the way the view needs -------------------------------------------
 
 
-@pytest.mark.delta
 def test_a_source_without_change_data_feed(lake):
     """A source without CDF: ChangeFeedMissingError naming the table, with the ALTER TABLE that
     fixes it; following the fix works."""
@@ -353,7 +174,6 @@ def test_a_source_without_change_data_feed(lake):
     assert lake.output(spec) == lake.expected(spec)
 
 
-@pytest.mark.delta
 def test_a_vacuumed_change_range_asks_for_a_full_refresh(lake):
     """Changes that VACUUM removed: ChangesUnreadableError naming the source, path and versions,
     asking for --full-refresh; the full refresh then recovers.
@@ -402,7 +222,6 @@ def test_a_vacuumed_change_range_asks_for_a_full_refresh(lake):
     assert lake.run(spec).outcome.value == "skipped"
 
 
-@pytest.mark.delta
 def test_a_renamed_column_the_view_does_not_read_asks_for_a_full_refresh(lake):
     """A merchants column the view does not read, renamed (column mapping) after a change: the
     view's definition is the same, so the next batch reads the change feed, which Delta does not
@@ -442,7 +261,6 @@ DUPLICATES = {
 }
 
 
-@pytest.mark.delta
 @pytest.mark.parametrize("on_driver", ["true", "false"], ids=["driver_lookup", "spark_lookup"])
 @pytest.mark.parametrize("table", list(DUPLICATES))
 def test_a_duplicate_key_in_a_source(lake, table, on_driver):
@@ -476,7 +294,6 @@ NULL_KEYS = {
 }
 
 
-@pytest.mark.delta
 @pytest.mark.parametrize("table", list(NULL_KEYS))
 def test_a_null_key_in_the_changes(lake, table):
     """A null key in the changes of a source: NullKeyError naming the source and the versions."""
@@ -496,23 +313,9 @@ def test_a_null_key_in_the_changes(lake, table):
     )
 
 
-# --- regressions: both were lakejoin bugs found by these tests ------------------------------------
+# --- a regression: a lakejoin bug found by this test ----------------------------------------------
 
 
-@pytest.mark.unit
-def test_a_missing_colon_is_reported_on_its_own_line():
-    """A missing ':' is reported on the line of the key that lacks it, not the next one.
-
-    PyYAML's problem_mark is where the scanner gave up (the next line); its context_mark
-    ("while scanning a simple key") is the line the user must fix.
-    """
-    with pytest.raises(SpecError) as exc:
-        parse_spec(GOOD.replace("storage: ./store", "storage ./store"), "pipelines/shop.yaml")
-    assert "could not find expected ':'" in str(exc.value)
-    assert exc.value.line == 2
-
-
-@pytest.mark.delta
 @pytest.mark.parametrize("table", list(NULL_KEYS))
 def test_a_null_key_in_the_first_snapshot(lake, table):
     """A null key in a source snapshot fails the first batch (a full refresh) as it fails an
@@ -527,7 +330,6 @@ def test_a_null_key_in_the_first_snapshot(lake, table):
     assert_says(message_of(exc), f"'{key}'", f"source '{table}'", f"give every row a '{key}'")
 
 
-@pytest.mark.delta
 def test_a_new_left_column_refreshes_the_view_with_it(lake, spark):
     """A new left column changes the view's definition (issue 35): the next batch refreshes in
     full on its own, says why, and rewrites the output with the new column, equal to the oracle
@@ -550,26 +352,6 @@ def test_a_new_left_column_refreshes_the_view_with_it(lake, spark):
 
 
 # --- list_join and rekey: the spec against the tables ------------------------------------------
-
-LIST_AND_REKEY = """\
-pipeline: lake
-storage: {store}
-sources:
-  persons: {{path: {persons}, key: person_id}}
-  addresses: {{path: {addresses}, key: address_id}}
-  merchants: {{path: {merchants}, key: merchant_id}}
-views:
-  person_addresses:
-    list_join:
-      left: persons
-      list: {list}
-      right: addresses
-      into: addresses
-  merchants_by_name:
-    rekey:
-      source: merchants
-      key: {rekey}
-"""
 
 
 @pytest.fixture(scope="module")
@@ -602,7 +384,6 @@ def kinds_spec(
     return load_spec(file)
 
 
-@pytest.mark.delta
 @pytest.mark.parametrize(
     "column, phrases",
     [
@@ -638,7 +419,6 @@ def test_a_list_column_that_is_not_a_list_of_right_keys(kind_tables, tmp_path, c
     assert not Path(spec.views["person_addresses"].path).exists()
 
 
-@pytest.mark.delta
 def test_a_rekey_column_that_does_not_exist(kind_tables, tmp_path):
     spec = kinds_spec(kind_tables, tmp_path, rekey="trading_name")
     with pytest.raises(SpecError) as exc:
@@ -651,55 +431,3 @@ def test_a_rekey_column_that_does_not_exist(kind_tables, tmp_path):
         "use one of its columns: merchant_id, display_name",
     )
     assert not Path(spec.views["merchants_by_name"].path).exists()
-
-
-@pytest.mark.unit
-@pytest.mark.parametrize(
-    "old, new, line, key, phrases",
-    [
-        (
-            "      into: addresses\n",
-            "      into: addresses\n      duplicates: first\n",
-            14,
-            "views.person_addresses.list_join.duplicates",
-            ["unknown duplicates 'first'", "use one of: keep, drop"],
-        ),
-        (
-            "      into: addresses\n",
-            "      into: addresses\n      fanout_threshold: -0.1\n",
-            14,
-            "views.person_addresses.list_join.fanout_threshold",
-            ["'fanout_threshold' must be a number from 0 to 1, found -0.1", "the default is 0.2"],
-        ),
-        (
-            "      key: {rekey}\n",
-            "      key: {rekey}\n      unique: false\n      on_conflict: latest\n",
-            19,
-            "views.merchants_by_name.rekey.on_conflict",
-            ["on_conflict applies only to a unique rekey", "remove on_conflict, or set 'unique: true'"],
-        ),
-        (
-            "      key: {rekey}\n",
-            "      key: {rekey}\n      on_conflict: newest\n",
-            18,
-            "views.merchants_by_name.rekey.on_conflict",
-            ["unknown on_conflict 'newest'", "use one of: fail, latest"],
-        ),
-    ],
-)
-def test_a_malformed_list_join_or_rekey_names_the_line(old, new, line, key, phrases):
-    text = LIST_AND_REKEY.replace(old, new).format(
-        store="./s", persons="./p", addresses="./a", merchants="./m", list="address_ids", rekey="display_name"
-    )
-    with pytest.raises(SpecError) as exc:
-        parse_spec(text, "pipelines/lake.yaml")
-    assert (exc.value.line, exc.value.key) == (line, key)
-    assert_says(message_of(exc), f"pipelines/lake.yaml:{line}", *phrases, "fix:")
-
-
-@pytest.mark.unit
-def test_a_list_join_falls_back_above_a_fifth_of_the_left_rows_by_default():
-    text = LIST_AND_REKEY.format(
-        store="./s", persons="./p", addresses="./a", merchants="./m", list="address_ids", rekey="display_name"
-    )
-    assert parse_spec(text, "pipelines/lake.yaml").views["person_addresses"].list_join.fanout_threshold == 0.2

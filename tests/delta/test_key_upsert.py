@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 
 from tests.histories import examples
 
+pytestmark = pytest.mark.delta
+
 COLUMNS = ["id", "name", "price", "tags"]
 SCHEMA = "id long, name string, price double, tags array<string>"
 KEYS = range(30)

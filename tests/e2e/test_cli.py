@@ -1,6 +1,12 @@
-"""The command line: `lakejoin run` summarises each batch, `lakejoin status` shows the lag."""
+"""The command line: `lakejoin run` summarises each batch, `lakejoin status` shows the lag, and a
+user's error is one message with its fix."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -16,8 +22,11 @@ from tests.lakehouse import (
     status_blocks,
     write_spec,
 )
+from tests.spec_texts import FK_JOIN, GOOD, assert_says
 
 pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _table_row(output: str, view: str) -> list[str]:
@@ -79,6 +88,33 @@ def test_a_user_error_is_one_message_and_exit_2(lake, capsys):
     out = capsys.readouterr().out
     assert "unknown view(s) ['nope']" in out and "use one of: display_products" in out
     assert "Traceback" not in out
+
+
+def test_the_cli_prints_a_spec_error_without_a_traceback(tmp_path):
+    """`lakejoin run` on a malformed spec exits 2 with the error, its place and its fix, and no
+    Python traceback; no Spark starts for a spec error."""
+    file = tmp_path / "shop.yaml"
+    file.write_text(GOOD.replace("right: merchants", "right: sellers"))
+    result = subprocess.run(
+        [sys.executable, "-m", "lakejoin.cli", "run", str(file)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "300", "GX_ANALYTICS_ENABLED": "False"},
+    )
+    output = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode == 2, output
+    assert_says(
+        output,
+        "SpecError",
+        f"{file}:10",
+        f"{FK_JOIN}.right",
+        "unknown source 'sellers'",
+        "declare it under 'sources:'",
+    )
+    assert "Traceback" not in output
+    assert "starting Spark" not in output
 
 
 def test_run_reports_composite_rows_rebuilt_and_conflicts(lake, capsys, monkeypatch):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.scenario
+pytestmark = pytest.mark.e2e
 
 
 def test_a_spark_start_sets_no_packages_and_its_jar_files_exist(spark):

@@ -3,8 +3,9 @@ shipped: no secret in the file (each is a required variable, from the `.env` tha
 scripts/compose-env.sh writes), every published port on 127.0.0.1, the Spark master's 7077 not
 published and its RPC authenticated.
 
-Marked `tools`, not `unit`: it needs docker-compose, which `make test` installs and `make
-test-fast` does not, so that a fresh clone's fast run passes with Python alone."""
+Marked `tools` on top of `unit`: it needs no JVM but docker-compose, which `make test` installs
+and `make test-fast` (`-m "unit and not tools"`) does not, so that a fresh clone's fast run passes
+with Python alone."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-pytestmark = pytest.mark.tools
+pytestmark = [pytest.mark.unit, pytest.mark.tools]
 
 REPO = Path(__file__).resolve().parents[2]
 SECRETS = (
