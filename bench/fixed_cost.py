@@ -52,8 +52,8 @@ def _versions(spec: PipelineSpec, view: str) -> int:
     """Commits into the view's output and state tables so far (sum of their versions)."""
     from deltalake import DeltaTable
 
-    from lakejoin.delta.kept_tables import state_path
     from lakejoin.engine.kinds import view_logic
+    from lakejoin.spec.layout import state_path
 
     logic = view_logic(spec, spec.views[view])
     paths = [spec.views[view].path, *logic.state_tables(state_path(spec, spec.views[view])).values()]

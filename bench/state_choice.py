@@ -112,9 +112,9 @@ def measure(spark: SparkSession, work: Path, orders: int, seed: int) -> list[dic
     from bench.variants import spec_for
     from lakejoin.delta import routing
     from lakejoin.delta.change_feed import read_change_feed
-    from lakejoin.delta.kept_tables import state_path
     from lakejoin.engine.batch import run_view
     from lakejoin.engine.kinds import view_logic
+    from lakejoin.spec.layout import state_path
     from lakejoin.views import list_join
 
     shutil.rmtree(work, ignore_errors=True)

@@ -40,6 +40,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Redirect
 from lakejoin.errors import BatchStateError, CommandError, LakejoinError, SpecError
 from lakejoin.quality.data_docs import DOCS_FOLDER
 from lakejoin.quality.report_pages import POLICY, document, link, table
+from lakejoin.spec.layout import reports_root
 from lakejoin.spec.model import PipelineSpec, find_specs
 from lakejoin.spec.parse import load_spec
 
@@ -75,7 +76,7 @@ def pipeline_specs() -> dict[str, PipelineSpec]:
 
 
 def reports_folder(spec: PipelineSpec) -> Path:
-    return Path(spec.state_path).resolve() / "reports"
+    return reports_root(spec).resolve()
 
 
 def can_read_dag(dag_id: str, user: object) -> bool:

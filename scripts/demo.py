@@ -166,6 +166,7 @@ def main() -> None:
     for view in SHOWN:
         show(spark, spec, view)
     from lakejoin.quality.reports import write_reports
+    from lakejoin.spec.layout import batch_log_path
 
     index = Path(write_reports(spec, views=spec.view_order(), last=1))  # as of the last commit
     step(f"done in {time.monotonic() - started:.0f} s: where to look")
@@ -174,7 +175,7 @@ def main() -> None:
         f"- the views: Delta tables under {LAKEHOUSE.relative_to(ROOT)}/ "
         f"({', '.join(spec.view_order())})\n"
         f"- where each view stands: .venv/bin/lakejoin status {rel}\n"
-        f"- the batch log: {Path(spec.state_path).relative_to(ROOT)}/batch_log (a Delta table)\n"
+        f"- the batch log: {Path(batch_log_path(spec)).relative_to(ROOT)} (a Delta table)\n"
         f"- the data-quality reports: {index.relative_to(ROOT)}\n"
         "- the same DAG in Airflow's UI, with its runs, tasks and reports: make airflow-ui"
     )

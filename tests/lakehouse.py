@@ -346,8 +346,8 @@ def rekey_oracle(lake: Lakehouse, spec: PipelineSpec, view: str) -> list[dict]:
 
 def state_table(lake: Lakehouse, spec: PipelineSpec, view: str) -> tuple[int, list[tuple]]:
     """A view's state table (rekey's index): its version and its rows, sorted."""
-    from lakejoin.delta.kept_tables import state_path as routing_index_path
     from lakejoin.delta.sources import latest_version
+    from lakejoin.spec.layout import state_path as routing_index_path
 
     path = routing_index_path(spec, spec.views[view])
     frame = lake.spark.read.format("delta").load(path)

@@ -279,9 +279,10 @@ def _open_data_docs_offline(chromium, spec_file: Path, batch_id: int) -> None:
     validations and is styled: every script and style comes with the site (issue 40)."""
     from playwright.sync_api import expect
 
+    from lakejoin.spec.layout import reports_root
     from lakejoin.spec.parse import load_spec
 
-    index = Path(load_spec(spec_file).state_path) / "reports" / "data_docs" / "index.html"
+    index = reports_root(load_spec(spec_file)) / "data_docs" / "index.html"
     context = chromium.new_context(offline=True, viewport={"width": 1400, "height": 900})
     page = context.new_page()
     remote: list[str] = []

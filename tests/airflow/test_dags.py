@@ -365,7 +365,7 @@ def test_a_failing_expectation_fails_its_task_and_names_it(own_pipeline, airflow
 
     from airflow.utils.state import DagRunState, TaskInstanceState
 
-    from lakejoin.quality.checks import reports_folder
+    from lakejoin.spec.layout import reports_folder
 
     spec = own_pipeline
     suite = airflow_home / "expectations" / spec.name / "listed_products.json"
@@ -398,7 +398,7 @@ def test_a_failing_expectation_fails_its_task_and_names_it(own_pipeline, airflow
     log = capfd.readouterr()
     log = log.out + log.err
     assert "QualityCheckError" in log and "expect_column_values_to_be_between" in log
-    reports = sorted(reports_folder(spec, spec.views["listed_products"]).glob("batch-*.json"))
+    reports = sorted(reports_folder(spec, "listed_products").glob("batch-*.json"))
     failed = json.loads(reports[-1].read_text())
     assert failed["success"] is False
     assert any(

@@ -13,6 +13,7 @@ import pytest
 from lakejoin.engine.pipeline import ViewState, run_pipeline
 from lakejoin.errors import ExpectationSuiteError, QualityCheckError
 from lakejoin.quality import data_docs
+from lakejoin.spec.layout import reports_folder, reports_root
 from tests.lakehouse import MERCHANTS, PRODUCTS, Lakehouse
 from tests.reports_plugin import api_server, load_plugin, logged_in
 
@@ -57,7 +58,7 @@ def reported(spark, tmp_path_factory):
         lake.upsert("products", "product_id", [("p3", "lid", 3.0, "m2")])
         [result] = run_pipeline(spark, spec, [VIEW], fail_fast=True)
         assert result.state is ViewState.COMMITTED
-    return lake, spec, Path(spec.state_path) / "reports"
+    return lake, spec, reports_root(spec)
 
 
 def test_a_batch_writes_json_data_docs_page_and_plots(reported):
@@ -111,7 +112,7 @@ def test_a_failed_user_expectation_stops_the_batch_and_its_page_shows_it(lake, m
     lake.create("merchants", MERCHANTS, [("m1", "Acme", "a.png")])
     lake.create("products", PRODUCTS, [("p1", "pen", 1.0, "m1")])
     spec = lake.spec("left")
-    folder = Path(spec.state_path) / "reports" / VIEW
+    folder = reports_folder(spec, VIEW)
 
     # A failed expectation of severity warning is reported, and the batch commits. This batch is
     # validated by GE's Spark engine, the next (a few rows, as usual) on the driver.

@@ -12,13 +12,12 @@ import json
 import pytest
 from deltalake import DeltaTable
 
-from lakejoin.delta.kept_tables import health_path, state_path
 from lakejoin.delta.records import BatchStatus
 from lakejoin.engine.batch import BatchOutcome, batch_log, recompute_view, run_view
 from lakejoin.engine.kinds import view_logic
 from lakejoin.engine.pipeline import run_pipeline
 from lakejoin.errors import QualityCheckError
-from lakejoin.quality.reports import reports_root
+from lakejoin.spec.layout import health_path, reports_folder, state_path
 from tests import scans
 from tests.delta.test_small_batch_scans import KEYS, ROWS, VIEWS, _create, _upsert
 from tests.lakehouse import ADDRESSES, CUSTOMERS, ITEMS, MASTERS, PERSONS, PRODUCTS, PURCHASES, write_spec
@@ -151,7 +150,7 @@ def _assert_blocked_with_page(lake, spec, view: str, raised, before, rows, read,
     assert _written(spec, view) == before
     assert _output(lake.spark, spec, view) == rows
     # its JSON report and its page, written at the check, named by the error
-    folder = reports_root(spec) / view
+    folder = reports_folder(spec, view)
     report = json.loads((folder / "batch-000002.json").read_text())
     assert report["success"] is False
     failed = [(c["scope"], c["expectation"], c["severity"]) for c in report["checks"] if not c["success"]]
@@ -195,7 +194,7 @@ def test_a_failing_user_suite_in_a_small_batch_blocks_its_commit_and_writes_its_
     _assert_blocked_with_page(
         lake, spec, view, raised, before, rows, read, ("user_suite", expectation["type"], "critical")
     )
-    report = json.loads((reports_root(spec) / view / "batch-000002.json").read_text())
+    report = json.loads((reports_folder(spec, view) / "batch-000002.json").read_text())
     [check] = [c for c in report["checks"] if not c["success"]]
     assert check["observed"]["unexpected_count"] == unexpected  # the written rows, not the output
     assert f"fix the suite {suite}" in raised.value.fix

@@ -8,11 +8,11 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from lakejoin.engine.batch import BatchOutcome
+from lakejoin.spec.layout import reports_root
 from tests.lakehouse import MERCHANTS, PRODUCTS, status_blocks
 
 pytestmark = pytest.mark.e2e
@@ -37,7 +37,7 @@ def test_status_and_report_run_where_pyspark_cannot_be_imported(lake):
     spec = lake.spec("left", extra=NEVER_RUN)
     assert lake.run(spec).outcome is BatchOutcome.COMMITTED  # display_products' batch 1, checked
     lake.upsert("merchants", "merchant_id", [("m1", "Acme Inc", "a.png")])
-    reports = Path(spec.state_path) / "reports"
+    reports = reports_root(spec)
     pages = [reports / "index.html", reports / "display_products" / "batch-000001.html"]
     for page in pages:  # the batch wrote them at its check: `report` must write them again
         page.unlink(missing_ok=True)

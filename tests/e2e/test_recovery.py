@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from lakejoin.delta.kept_tables import state_path
 from lakejoin.delta.log import BatchLog
 from lakejoin.delta.markers import app_id, output_batches
 from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus
@@ -29,6 +28,7 @@ from lakejoin.engine.pending import pending_work
 from lakejoin.errors import BatchStateError, QualityCheckError
 from lakejoin.sink import key_upsert
 from lakejoin.sink.choice import driver_merge
+from lakejoin.spec.layout import reports_folder, state_path
 from tests.lakehouse import (
     CLI_TIMEOUT,
     MERCHANTS,
@@ -443,7 +443,7 @@ def test_a_batch_whose_checks_fail_commits_nothing_and_the_next_run_starts_afres
             k: v for k, v in before.items() if k != "log"
         }
         assert batch_log(spec).last(VIEW).status is BatchStatus.ABANDONED  # type: ignore[union-attr]
-    report = Path(spec.state_path, "reports", VIEW, "batch-000002.json").read_text()
+    report = (reports_folder(spec, VIEW) / "batch-000002.json").read_text()
     assert '"success": false' in report
 
     lake.upsert("products", "product_id", [("p1", "pen", 50.0, "m1")])

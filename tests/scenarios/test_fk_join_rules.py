@@ -324,7 +324,7 @@ def test_a_right_change_reaches_the_left_rows_that_reference_it_at_the_pin(lake)
     anyway. No state table is written."""
     from deltalake import DeltaTable
 
-    from lakejoin.delta.kept_tables import state_path
+    from lakejoin.spec.layout import state_path
 
     spec = shop(lake, "left", [ACME, BOLT], [PEN, CUP, ("p4", "box", 4.0, "m2")])
     run_batch(lake, spec)

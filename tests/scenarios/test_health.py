@@ -11,7 +11,7 @@ import pytest
 
 from lakejoin.errors import QualityCheckError
 from lakejoin.quality.health import Health
-from lakejoin.quality.reports import reports_root
+from lakejoin.spec.layout import reports_folder
 from tests.lakehouse import (
     ADDRESSES,
     MASTERS,
@@ -92,7 +92,7 @@ def test_health_counts_equal_a_recount_after_every_batch_and_waiting_rows_age(la
     assert (refreshed.totals["missing_right"], refreshed.waiting_batches) == (1, 3)
 
     # The view's page says it, with the audit's coverage, and plots the totals over the batches.
-    folder = reports_root(spec) / VIEW
+    folder = reports_folder(spec, VIEW)
     page = (folder / "index.html").read_text(encoding="utf-8")
     assert "<b>join health</b>: missing_right 1, null_fk 0 of 3 rows; oldest waiting 3 batches" in page
     assert "<b>audit</b>: every key checked within the last 1 batches; last difference: none" in page

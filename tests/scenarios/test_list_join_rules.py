@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
-from lakejoin.delta.kept_tables import state_path
+from lakejoin.spec.layout import state_path
 from tests.lakehouse import (
     ADDRESSES,
     PERSONS,

@@ -13,12 +13,12 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from lakejoin.delta.kept_tables import state_path
 from lakejoin.delta.records import BatchMode
 from lakejoin.engine import batch as engine_batch
 from lakejoin.engine.batch import BatchOutcome, batch_log
 from lakejoin.engine.pending import pending_work
 from lakejoin.errors import InputReplacedError
+from lakejoin.spec.layout import state_path
 from lakejoin.views.context import STATE
 from tests.lakehouse import (
     MASTERS,

@@ -19,11 +19,11 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 
 from lakejoin.cli.main import main
-from lakejoin.delta.kept_tables import state_path
 from lakejoin.delta.log import BatchLog
 from lakejoin.delta.markers import FINAL, BatchMarker
 from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus
 from lakejoin.spec.definition import output_key
+from lakejoin.spec.layout import state_path
 from lakejoin.spec.parse import load_spec
 
 CDF = {"delta.enableChangeDataFeed": "true"}

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from lakejoin.delta.plans import BatchPlan
 from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus
 from lakejoin.engine.batch import nothing_changed
-from lakejoin.engine.plan import BatchPlan, read_on
+from lakejoin.engine.plan import read_on
 from tests.content import changed_keys, last_changes
 
 pytestmark = pytest.mark.unit

@@ -10,9 +10,9 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from lakejoin.delta.kept_tables import state_path
 from lakejoin.delta.log import BatchLog
 from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus
+from lakejoin.spec.layout import state_path
 from lakejoin.spec.parse import load_spec
 from lakejoin.views.rekey import SINCE
 from tests.unit.test_explain_command import (  # noqa: F401 - `shop` is a fixture

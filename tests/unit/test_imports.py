@@ -1,12 +1,13 @@
-"""The package's imports form no cycle, lazy or not (issue 25). Read with `ast`, nothing imported.
+"""The package's imports form no cycle, lazy, type-only or not (issues 25 and 53). Read with
+`ast`, nothing imported.
 
-Every import of a lakejoin module counts wherever it sits: at module level, or inside a function
-or a method (an import moved into a function hides a cycle from Python's import machinery, not
-from the design: the two modules still need each other), absolute or relative, `import
-lakejoin.a.b` and `from lakejoin import a` (`a` a module, or a name of the package). Imports under
-`if TYPE_CHECKING:` do not count: they never run, they only name types for mypy, and
-`from __future__ import annotations` keeps those names unevaluated. An import names one module:
-the parent packages Python runs first are not edges.
+Every import of a lakejoin module counts wherever it sits: at module level, inside a function or
+a method, or under `if TYPE_CHECKING:`, absolute or relative, `import lakejoin.a.b` and `from
+lakejoin import a` (`a` a module, or a name of the package). An import moved into a function
+hides a cycle from Python's import machinery, and one under `if TYPE_CHECKING:` never runs, but
+neither hides it from the design: the two modules still need each other, if only for their
+types. A type that two layers share lives below both. An import names one module: the parent
+packages Python runs first are not edges.
 
 The layers, lowest first, are the package's folders (`LAYERS`). A module imports from its own
 folder and from folders of lower layers; two folders of one layer do not import each other.
@@ -33,15 +34,19 @@ PACKAGE_DIR = ROOT / "spark_jobs" / PACKAGE
 
 @dataclass(frozen=True)
 class Import:
-    """One import statement's edge: `importer` runs `imported` at `line`."""
+    """One import statement's edge: `importer` imports `imported` at `line`, inside a function
+    or not, under `if TYPE_CHECKING:` (`type_only`) or not."""
 
     importer: str
     imported: str
     line: int
     in_function: bool
+    type_only: bool = False
 
     def __str__(self) -> str:
         where = "in a function" if self.in_function else "at module level"
+        if self.type_only:
+            where += ", under TYPE_CHECKING"
         return f"{self.importer} -> {self.imported}, {where}"
 
 
@@ -61,7 +66,8 @@ def _is_type_checking(test: ast.expr) -> bool:
 
 
 class _Imports(ast.NodeVisitor):
-    """Collects a module's imports of package modules, skipping `if TYPE_CHECKING:` bodies."""
+    """Collects a module's imports of package modules, marking those in `if TYPE_CHECKING:`
+    bodies as type-only."""
 
     def __init__(self, module: str, is_package: bool, modules: Collection[str]) -> None:
         self.module = module
@@ -69,11 +75,16 @@ class _Imports(ast.NodeVisitor):
         self.modules = modules
         self.found: list[Import] = []
         self._functions = 0
+        self._type_checking = 0
 
     def visit_If(self, node: ast.If) -> None:
         if not _is_type_checking(node.test):
             self.generic_visit(node)
             return
+        self._type_checking += 1
+        for statement in node.body:
+            self.visit(statement)
+        self._type_checking -= 1
         for statement in node.orelse:
             self.visit(statement)
 
@@ -107,7 +118,9 @@ class _Imports(ast.NodeVisitor):
         while name and name not in self.modules:
             name = name.rpartition(".")[0]
         if name and name != self.module:
-            self.found.append(Import(self.module, name, node.lineno, self._functions > 0))
+            self.found.append(
+                Import(self.module, name, node.lineno, self._functions > 0, self._type_checking > 0)
+            )
 
 
 def imports_in(module: str, source: str, modules: Collection[str], is_package: bool = False) -> list[Import]:
@@ -193,25 +206,82 @@ def import_cycles(imports: Iterable[Import]) -> list[tuple[list[str], list[Impor
     return cycles
 
 
+def check_no_import_cycle(imports: Iterable[Import], files: Mapping[str, str]) -> None:
+    """Fail on an import cycle, naming each and the statements of one chain through it, each at
+    its module's file (`files`)."""
+    cycles = import_cycles(imports)
+    report = "\n\n".join(
+        f"{len(component)} modules import each other: {', '.join(component)}\n  e.g. "
+        + " -> ".join([chain[0].importer, *(step.imported for step in chain)])
+        + "".join(f"\n    {files[step.importer]}:{step.line}: {step}" for step in chain)
+        for component, chain in cycles
+    )
+    assert not cycles, (
+        f"import cycles in {PACKAGE} (imports inside functions and under TYPE_CHECKING count):\n\n"
+        f"{report}\n\nBreak each cycle where a lower layer (see this test's docstring) imports a "
+        "higher one: move the shared piece down, into the lower module or a small new one, or pass "
+        "the value in as an argument. Moving the import into a function or under TYPE_CHECKING "
+        "hides a cycle, it does not break it."
+    )
+
+
 def test_the_package_has_no_import_cycle():
     modules = package_modules()
     assert f"{PACKAGE}.spec" in modules and f"{PACKAGE}.views" in modules
 
-    cycles = import_cycles(package_imports(modules))
+    check_no_import_cycle(
+        package_imports(modules), {module: str(path.relative_to(ROOT)) for module, path in modules.items()}
+    )
 
-    report = "\n\n".join(
-        f"{len(component)} modules import each other: {', '.join(component)}\n  e.g. "
-        + " -> ".join([chain[0].importer, *(step.imported for step in chain)])
-        + "".join(f"\n    {modules[step.importer].relative_to(ROOT)}:{step.line}: {step}" for step in chain)
-        for component, chain in cycles
-    )
-    assert not cycles, (
-        f"import cycles in {PACKAGE} (imports inside functions count; TYPE_CHECKING ones do not):\n\n"
-        f"{report}\n\nBreak each cycle where a lower layer (see this test's docstring) imports a "
-        "higher one: move the shared piece down, into the lower module or a small new one, or pass "
-        "the value in as an argument. Moving the import into a function hides a cycle, it does not "
-        "break it."
-    )
+
+# Small packages whose modules need each other, each source a module's whole text, after two
+# cycles the package had (issue 53, item 4).
+TYPE_ONLY_CYCLE = {  # the plan and the view kinds, naming each other's types
+    "lakejoin.engine.plan": "if TYPE_CHECKING:\n    from lakejoin.views.base import ViewKindLogic\n",
+    "lakejoin.views.base": "if TYPE_CHECKING:\n    from lakejoin.engine.plan import BatchPlan\n",
+}
+FUNCTION_LEVEL_CYCLE = {  # the audit, join health and the write, importing each other in functions
+    "lakejoin.engine.audit": "def last_batch():\n    from lakejoin.engine.write import state_path\n",
+    "lakejoin.engine.write": "if TYPE_CHECKING:\n    from lakejoin.engine.health import FlaggedUpdate\n",
+    "lakejoin.engine.health": "def count_batch():\n    from lakejoin.engine.audit import derived\n",
+}
+TYPE_ONLY = "at module level, under TYPE_CHECKING"
+
+
+@pytest.mark.parametrize(
+    ("sources", "said"),
+    [
+        (
+            TYPE_ONLY_CYCLE,
+            [
+                "2 modules import each other: lakejoin.engine.plan, lakejoin.views.base",
+                f"plan.py:2: lakejoin.engine.plan -> lakejoin.views.base, {TYPE_ONLY}",
+                f"base.py:2: lakejoin.views.base -> lakejoin.engine.plan, {TYPE_ONLY}",
+            ],
+        ),
+        (
+            FUNCTION_LEVEL_CYCLE,
+            [
+                "3 modules import each other: lakejoin.engine.audit, lakejoin.engine.health, "
+                "lakejoin.engine.write",
+                "audit.py:2: lakejoin.engine.audit -> lakejoin.engine.write, in a function",
+                f"write.py:2: lakejoin.engine.write -> lakejoin.engine.health, {TYPE_ONLY}",
+                "health.py:2: lakejoin.engine.health -> lakejoin.engine.audit, in a function",
+            ],
+        ),
+    ],
+    ids=["type_only", "in_functions"],
+)
+def test_the_cycle_check_fails_on_imports_under_type_checking_or_in_functions(sources, said):
+    imports = [found for module, source in sources.items() for found in imports_in(module, source, sources)]
+    files = {module: module.rpartition(".")[2] + ".py" for module in sources}
+
+    with pytest.raises(AssertionError) as failed:
+        check_no_import_cycle(imports, files)
+
+    assert all(line in str(failed.value) for line in said), str(failed.value)
+    # Without the imports of the last module, the others need each other no more.
+    check_no_import_cycle([found for found in imports if found.importer != list(sources)[-1]], files)
 
 
 # Each folder of the package and its layer: a module may import its own folder and lower layers.
@@ -305,11 +375,11 @@ MODULES = ("lakejoin", "lakejoin.spec", "lakejoin.views", "lakejoin.views.base",
         ("lakejoin.views", "from .rekey import RekeyView", ["lakejoin.views.rekey"]),
         ("lakejoin.spec", "def parse():\n    from lakejoin.views import rekey", ["lakejoin.views.rekey"]),
         ("lakejoin.spec", "class A:\n    def f(self):\n        import lakejoin.views", ["lakejoin.views"]),
-        ("lakejoin.spec", "if TYPE_CHECKING:\n    from lakejoin.views import base", []),
+        ("lakejoin.spec", "if TYPE_CHECKING:\n    from lakejoin.views import base", ["lakejoin.views.base"]),
         (
             "lakejoin.spec",
             "if typing.TYPE_CHECKING:\n    import lakejoin.views\nelse:\n    import lakejoin",
-            ["lakejoin"],
+            ["lakejoin.views", "lakejoin"],
         ),
         ("lakejoin.spec", "import pyspark\nfrom lakejoin.spec import View", []),
     ],
@@ -321,7 +391,16 @@ def test_every_form_of_import_names_the_module_it_runs(module, source, imported)
 
 def test_a_function_level_import_is_reported_as_one():
     (found,) = imports_in("lakejoin.spec", "\n\ndef load():\n    from lakejoin import views\n", MODULES)
-    assert (found.line, found.in_function) == (4, True)
+    assert (found.line, found.in_function, found.type_only) == (4, True, False)
+
+
+def test_a_type_checking_import_is_reported_as_type_only():
+    source = "if TYPE_CHECKING:\n    from lakejoin.views import base\nelse:\n    import lakejoin\n"
+    found = imports_in("lakejoin.spec", source, MODULES)
+    assert [(edge.imported, edge.type_only) for edge in found] == [
+        ("lakejoin.views.base", True),
+        ("lakejoin", False),
+    ]
 
 
 def test_a_cycle_is_reported_as_its_component_and_one_chain_through_it():

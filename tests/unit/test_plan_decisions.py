@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from lakejoin.delta.markers import FINAL, BatchMarker
+from lakejoin.delta.plans import BatchPlan, Skip, ViewBatches
 from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus
 from lakejoin.engine import plan
-from lakejoin.engine.plan import BatchPlan, Skip, ViewBatches
 from lakejoin.views.enrich import EnrichView
 from lakejoin.views.fk_join import FkJoinView
 from lakejoin.views.rekey import RekeyView

@@ -12,6 +12,7 @@ import pytest
 
 from lakejoin.cli.explain_html import explain_page
 from lakejoin.quality.report_pages import POLICY, document
+from lakejoin.spec.layout import reports_root
 from lakejoin.spec.parse import load_spec
 from tests.reports_plugin import api_server, load_plugin, logged_in
 from tests.unit.shop import SHOP, shop
@@ -53,7 +54,7 @@ def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """The plugin, serving the shop pipeline, whose reports folder holds a batch page, a plot
     and a Data Docs page."""
     (tmp_path / "shop.yaml").write_text(SHOP)
-    reports = Path(load_spec(tmp_path / "shop.yaml").state_path) / "reports"
+    reports = reports_root(load_spec(tmp_path / "shop.yaml"))
     (reports / "display_products").mkdir(parents=True)
     (reports / "display_products" / "batch-000001.html").write_text(document("batch 1", "<p>1</p>"))
     (reports / "display_products" / "trends.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg"/>')

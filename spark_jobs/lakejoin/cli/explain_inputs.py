@@ -19,8 +19,8 @@ from lakejoin.cli.explain_rules import (
     why_not_joined,
 )
 from lakejoin.delta import lookups
-from lakejoin.delta.kept_tables import state_path
 from lakejoin.errors import BatchStateError, SourceError
+from lakejoin.spec.layout import state_path
 from lakejoin.spec.model import Duplicates, EnrichMode, JoinHow, Key, PipelineSpec, Source, View, ViewKind
 from lakejoin.views.context import STATE
 from lakejoin.views.rekey import SINCE, Resolution, resolution

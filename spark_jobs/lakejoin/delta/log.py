@@ -22,6 +22,7 @@ from lakejoin.delta.identity import identities_from, identities_json
 from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus, last_of
 from lakejoin.delta.sql_text import literal, spark_quoted
 from lakejoin.errors import BatchStateError
+from lakejoin.spec.layout import batch_log_path
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -66,7 +67,7 @@ class BatchLog:
 
     @classmethod
     def of(cls, spec: PipelineSpec) -> BatchLog:
-        return cls(spec.name, str(Path(spec.state_path) / "batch_log"))
+        return cls(spec.name, batch_log_path(spec))
 
     def exists(self) -> bool:
         return (Path(self.path) / "_delta_log").is_dir()

@@ -33,18 +33,24 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta import lookups
+from lakejoin.delta.log import BatchLog
+from lakejoin.delta.markers import app_id, output_batches
+from lakejoin.delta.plans import BatchPlan
+from lakejoin.delta.records import BatchMode
 from lakejoin.delta.sql_text import spark_columns
-from lakejoin.errors import AuditDifferenceError
+from lakejoin.engine.kinds import view_logic
+from lakejoin.engine.plan import input_columns
+from lakejoin.errors import AuditDifferenceError, BatchStateError
 from lakejoin.quality.audit_plan import EVERY_KEY
-from lakejoin.spec.model import Key
+from lakejoin.spec.definition import output_key
+from lakejoin.spec.layout import state_path
+from lakejoin.spec.model import Key, PipelineSpec, View
+from lakejoin.views.base import ViewKindLogic, derived
+from lakejoin.views.context import BatchContext, shown_value
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
-
-    from lakejoin.spec.model import PipelineSpec, View
-    from lakejoin.views.base import Rebuilt, ViewKindLogic
-    from lakejoin.views.context import BatchContext
 
 _log = logging.getLogger("lakejoin")
 
@@ -69,9 +75,6 @@ class AuditResult:
 def difference_error(spec: PipelineSpec, view: View, found: AuditResult, audit: str) -> AuditDifferenceError:
     """What `audit` (\"the audit of batch 7\", \"lakejoin audit --full\") found: output rows that
     are not what the inputs give, by key, and how to mend the view."""
-    from lakejoin.spec.definition import output_key
-    from lakejoin.views.context import shown_value
-
     key = tuple(output_key(spec, view))
     shown = ", ".join(shown_value(key, k) for k in found.keys)
     more = f" and {found.differences - len(found.keys)} more" if found.differences > len(found.keys) else ""
@@ -200,17 +203,6 @@ def in_slice(key: Key, slice_: int | None, slicing: Slicing) -> Column:
     return lo & (column < F.lit(cut[slice_])) if slice_ < len(cut) else lo
 
 
-def derived(ctx: BatchContext, kind: ViewKindLogic, *, health: bool = False, on_driver: int = 0) -> Rebuilt:
-    """Every row the inputs at the batch's pins give the view, lazily: the kind's full recompute
-    with the input checks off (the batch ran them), its inputs of at most `on_driver` rows read
-    on the driver. The audit compares them with the output; join health recounts them (flagged:
-    `health`) when a batch has no flagged keys or totals to go on from."""
-    from lakejoin.views.context import Derivation
-
-    how = Derivation(health=health, check_inputs=False, inputs_on_driver=on_driver)
-    return kind.rebuild(ctx.deriving(how), None)
-
-
 def derived_rows(ctx: BatchContext, kind: ViewKindLogic, *, on_driver: int = 0) -> DataFrame:
     return derived(ctx, kind, on_driver=on_driver).rows
 
@@ -323,15 +315,6 @@ def last_batch(
 ) -> tuple[BatchContext, ViewKindLogic] | None:
     """What an audit outside a batch derives from: the view's kind at the pins of its last
     committed batch (None: no batch has committed)."""
-    from lakejoin.delta.kept_tables import state_path
-    from lakejoin.delta.log import BatchLog
-    from lakejoin.delta.markers import app_id, output_batches
-    from lakejoin.delta.records import BatchMode
-    from lakejoin.engine.kinds import view_logic
-    from lakejoin.engine.plan import BatchPlan, input_columns
-    from lakejoin.errors import BatchStateError
-    from lakejoin.views.context import BatchContext
-
     last = BatchLog.of(spec).last_committed(view.name)
     if last is None:
         return None

@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta import lookups
-from lakejoin.delta.identity import Identities
-from lakejoin.delta.kept_tables import health_path, state_path
+from lakejoin.delta.identity import Identities, TableLog
 from lakejoin.delta.key_ranges import KeyRange, collected, materialised
 from lakejoin.delta.log import BatchLog
 from lakejoin.delta.lookups import as_spark
 from lakejoin.delta.markers import failpoint
+from lakejoin.delta.plans import BatchPlan, Skip
 from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus
 from lakejoin.engine.audit import AuditResult, audit, difference_error, slicing
 from lakejoin.engine.changes import source_changes
@@ -40,17 +40,24 @@ from lakejoin.engine.health import (
 )
 from lakejoin.engine.kinds import view_logic
 from lakejoin.engine.lineage import BatchLineage
-from lakejoin.engine.plan import BatchPlan, Skip, input_columns, latest_pin, plan_batch, plan_repair
+from lakejoin.engine.plan import input_columns, latest_pin, plan_batch, plan_repair
 from lakejoin.engine.write import OutputWrite, write_flagged, write_output, write_state
-from lakejoin.errors import CommittedElsewhereError, KeyConflictError, QualityCheckError, RepairError
+from lakejoin.errors import (
+    BatchStateError,
+    CommittedElsewhereError,
+    KeyConflictError,
+    QualityCheckError,
+    RepairError,
+)
 from lakejoin.quality import checks as quality
 from lakejoin.quality.audit_plan import CUTS, DIFFERENCES, EVERY_KEY, SLICE, SLICES
-from lakejoin.quality.checks import Validation
 from lakejoin.quality.health import Health, breaches
 from lakejoin.quality.health_checks import validation as health_validation
+from lakejoin.quality.validations import Validation
 from lakejoin.sink.choice import HeldRows
 from lakejoin.sink.key_upsert import enabled as upsert_enabled
 from lakejoin.spec.definition import fingerprint
+from lakejoin.spec.layout import health_path, state_path
 from lakejoin.spec.model import PipelineSpec, View
 from lakejoin.views.base import Rebuilt, ViewKindLogic
 from lakejoin.views.context import BatchContext, Derivation
@@ -555,8 +562,6 @@ def written_identities(
 ) -> Identities:
     """Which table each pin of a table the batch wrote is of (its state tables, the flagged
     keys), at the version the batch pins (delta-rs: the log it just wrote)."""
-    from lakejoin.delta.identity import TableLog
-
     paths = {**kind.state_tables(state_path(spec, view)), HEALTH_PIN: health_path(spec, view)}
     found: Identities = {}
     for pin, path in paths.items():
@@ -627,8 +632,6 @@ def _abandon(log: BatchLog, plan: BatchPlan, summary: BatchSummary, why: str) ->
 
 def _require_state(ctx: BatchContext, kind: ViewKindLogic) -> None:
     from deltalake import DeltaTable
-
-    from lakejoin.errors import BatchStateError
 
     for pin, path in kind.state_tables(ctx.state_path).items():
         if ctx.plan.pinned_versions.get(pin, -1) < 0 or not DeltaTable.is_deltatable(path):

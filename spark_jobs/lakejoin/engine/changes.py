@@ -38,8 +38,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
+    from lakejoin.delta.plans import BatchPlan
     from lakejoin.engine.health import ChangeCounts
-    from lakejoin.engine.plan import BatchPlan
 
 DRIVER, SPARK = "driver", "spark"  # who read a source's change range
 

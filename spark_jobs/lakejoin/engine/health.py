@@ -41,18 +41,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from lakejoin.delta.change_feed import BEFORE, CHANGE, ChangeKind, null_key
+from lakejoin.delta.conflicts import delta_rs_conflict
+from lakejoin.delta.lookups import row_count
 from lakejoin.delta.records import BatchMode
 from lakejoin.delta.sql_text import spark_quoted
 from lakejoin.quality.health import Health, totals
+from lakejoin.views.base import Rebuilt, ViewKindLogic, derived
+from lakejoin.views.context import BatchContext, shown_value
 from lakejoin.views.health_flags import HEALTH_PIN as PIN
-from lakejoin.views.health_flags import PREFIX, flag
+from lakejoin.views.health_flags import PREFIX, flag, sums
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import Column, DataFrame
-
-    from lakejoin.views.base import Rebuilt, ViewKindLogic
-    from lakejoin.views.context import BatchContext
 
 SINCE_BATCH, SINCE = "since_batch", "since"
 EXAMPLES = 5  # keys a breach names
@@ -170,8 +172,6 @@ def beside(
     of them, they are joined by broadcast (a job more)."""
     from pyspark.sql import functions as F
 
-    from lakejoin.views.health_flags import sums
-
     key, kept, waits = list(kind.output_key), kind.health_kept, kind.waits
     out = sums(kind.health_measures)
     any_flag = F.greatest(*[F.col(flag(m)) for m in kept], F.lit(0)) > 0
@@ -227,8 +227,6 @@ class ChangeCounts:
         """The aggregates, for Spark's job over the changes."""
         from pyspark.sql import functions as F
 
-        from lakejoin.delta.change_feed import BEFORE, CHANGE, ChangeKind, null_key
-
         out = []
         for measure, columns in self.measures:
             had = F.col(BEFORE).isNotNull() & null_key([f"{BEFORE}.{c}" for c in columns])
@@ -241,8 +239,6 @@ class ChangeCounts:
 
     def of_rows(self, net: Sequence[Mapping[str, Any]]) -> dict[str, int]:
         """The same figures from net change rows on the driver (`change_feed.net_rows`)."""
-        from lakejoin.delta.change_feed import BEFORE, CHANGE, ChangeKind
-
         out = {}
         for measure, columns in self.measures:
             out[_CHANGE_BEFORE + measure] = sum(
@@ -298,8 +294,6 @@ class FlaggedUpdate:
         from deltalake import DeltaTable, write_deltalake
         from deltalake.exceptions import CommitFailedError
 
-        from lakejoin.delta.conflicts import delta_rs_conflict
-
         if not self.changed:
             return self.version if self.version >= 0 else None
         for attempt in range(WRITE_ATTEMPTS):
@@ -329,8 +323,6 @@ def count_batch(
 
     `new_rows`: the materialised flagged rows; `seen`: what their job observed; `last`: the
     health the last committed batch logged; `before`: the flagged keys before the batch."""
-    from lakejoin.engine.audit import derived
-
     measures, kept, key, waits = kind.health_measures, kind.health_kept, list(kind.output_key), kind.waits
     plan = ctx.plan
     late = int(seen.get(_LATE, 0))  # among the rows rewritten: every key's in a full recompute
@@ -378,8 +370,6 @@ def source_rows(ctx: BatchContext, kind: ViewKindLogic) -> int:
     """The rows a share is of: the kind's row source at the batch's pin, from its files'
     statistics less its deletion vectors' rows (delta-rs, no job); a Spark count only where a
     file has no row count in its statistics."""
-    from lakejoin.delta.lookups import row_count
-
     source = kind.health_rows
     version = ctx.version(source)
     found = row_count(source.path, version)
@@ -479,8 +469,6 @@ def oldest(rows: pa.Table, batch_id: int, waits: str | None) -> tuple[int | None
 def _examples(rows: pa.Table, key: list[str], waits: str) -> list[str]:
     """The first waiting keys in key order, as a breach's message names them."""
     import pyarrow.compute as pc
-
-    from lakejoin.views.context import shown_value
 
     waiting = rows.filter(pc.greater(rows[flag(waits)], 0)).select(key)
     values = sorted((tuple(r[c] for c in key) for r in waiting.to_pylist()), key=lambda t: tuple(map(str, t)))

@@ -37,8 +37,8 @@ if TYPE_CHECKING:
     from openlineage.client.event_v2 import InputDataset, OutputDataset, RunEvent
     from pyspark.sql import SparkSession
 
-    from lakejoin.engine.plan import BatchPlan
-    from lakejoin.quality.checks import CheckResult
+    from lakejoin.delta.plans import BatchPlan
+    from lakejoin.quality.validations import CheckResult
     from lakejoin.spec.model import PipelineSpec, View
 
 logger = logging.getLogger(__name__)

@@ -13,6 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lakejoin.delta.plans import Skip
+from lakejoin.engine.batch import batch_log
+from lakejoin.engine.kinds import view_logic
+from lakejoin.engine.plan import plan_batch
 from lakejoin.spec.model import PipelineSpec
 
 
@@ -24,10 +28,6 @@ class Pending:
 
 def pending_work(spec: PipelineSpec, view_name: str) -> Pending:
     """Whether `view_name` has a batch to run, and why (or why not)."""
-    from lakejoin.engine.batch import batch_log
-    from lakejoin.engine.kinds import view_logic
-    from lakejoin.engine.plan import Skip, plan_batch
-
     view = spec.views[view_name]
     try:
         planned = plan_batch(spec, view, view_logic(spec, view), batch_log(spec))

@@ -6,9 +6,20 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from lakejoin.delta.markers import FINAL, OutputCommit, app_id, find_commit, idempotent, output_batches
+from lakejoin.delta.conflicts import is_conflict
+from lakejoin.delta.markers import (
+    FINAL,
+    USER_METADATA,
+    OutputCommit,
+    app_id,
+    find_commit,
+    idempotent,
+    output_batches,
+)
 from lakejoin.errors import CommittedElsewhereError, ConcurrentBatchError
+from lakejoin.sink import key_upsert
 from lakejoin.sink.choice import merge_affected, merge_full, replace_output, upsert_affected
+from lakejoin.sink.key_upsert_jvm import ConcurrentCommitError
 from lakejoin.sink.keyed_tables import drift_error, ensure_output, schema_drift
 from lakejoin.sink.merge_terms import MergeCounts
 from lakejoin.spec.model import PipelineSpec, View
@@ -18,8 +29,8 @@ if TYPE_CHECKING:
 
     from lakejoin.delta.identity import Identities
     from lakejoin.delta.key_ranges import KeyRange
+    from lakejoin.delta.plans import BatchPlan
     from lakejoin.engine.health import FlaggedUpdate
-    from lakejoin.engine.plan import BatchPlan
     from lakejoin.sink.choice import HeldRows
     from lakejoin.views.base import Rebuilt, ViewKindLogic
     from lakejoin.views.context import BatchContext
@@ -42,8 +53,6 @@ def write_state(ctx: BatchContext, kind: ViewKindLogic, rebuilt: Rebuilt) -> dic
     on top. When another commit lands between the version the write started from and its own
     (or Delta skipped it: another run took the txn version), the write is made again."""
     from deltalake import DeltaTable
-
-    from lakejoin.delta.markers import USER_METADATA
 
     tables = kind.state_tables(ctx.state_path)
     if not tables:
@@ -167,8 +176,6 @@ def _upsert(
     pins when the view kind derived them (`Rebuilt.previous`), else from the output's own rows
     of those keys, read as a MERGE would read them (a repair, enrich's `lookup` mode). None
     and why: the upsert is off, or it declined (the caller writes the batch with the MERGE)."""
-    from lakejoin.sink import key_upsert
-
     affected = rebuilt.affected
     assert affected is not None, "a batch of affected keys"
     previous = rebuilt.previous
@@ -242,9 +249,6 @@ def _concurrent(exc: Exception, batch_id: int, *, where: str) -> ConcurrentBatch
     during this one's; ConcurrentAppend/Delete...: its MERGE touched the same files), delta-rs's,
     and the one-commit upsert's ConcurrentCommitError; told by their classes (delta/conflicts.py),
     never by the word "concurrent", which nearly every JVM stack trace holds."""
-    from lakejoin.delta.conflicts import is_conflict
-    from lakejoin.sink.key_upsert_jvm import ConcurrentCommitError
-
     if not (isinstance(exc, ConcurrentCommitError) or is_conflict(exc)):
         return None
     origin = getattr(exc, "java_exception", None)  # py4j's own text: "An error occurred while calling"

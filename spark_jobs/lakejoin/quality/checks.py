@@ -26,15 +26,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lakejoin.delta.change_feed import null_key
 from lakejoin.errors import QualityCheckError
-from lakejoin.quality.reports import reports_root, write_batch_pages, write_run_pages
+from lakejoin.quality.data_docs import DataDocs, Validated, on_driver
+from lakejoin.quality.reports import write_batch_pages, write_run_pages
+from lakejoin.quality.suites import user_suite
+from lakejoin.quality.validations import CheckResult, QualityReport, Validation
+from lakejoin.spec.layout import reports_folder, reports_root
 from lakejoin.spec.model import Columns, PipelineSpec, View
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from lakejoin.engine.plan import BatchPlan
-    from lakejoin.quality.data_docs import DataDocs, Validated
+    from lakejoin.delta.plans import BatchPlan
 FK_RESOLVED = "_lj_fk_resolved"
 USER_SUITE = "user_suite"
 
@@ -85,8 +89,6 @@ def pages_once_per_run(spec: PipelineSpec) -> Iterator[None]:
 
 def _build_run(spec: PipelineSpec, pending: _RunPages) -> None:
     """The run's pages, after its last view; like every page, never why a run fails."""
-    from lakejoin.quality.data_docs import DataDocs
-
     if pending.runs:
         with GX_LOCK:
             docs = DataDocs.at(reports_root(spec))
@@ -101,39 +103,6 @@ def _build_run(spec: PipelineSpec, pending: _RunPages) -> None:
             write_run_pages(spec, pending.reports)
         except Exception:
             log.exception("lakejoin: could not write the report pages of the run of %s", spec.name)
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    scope: str
-    expectation: str
-    kwargs: dict[str, Any]
-    success: bool
-    observed: dict[str, Any]
-    severity: str = "critical"
-    data_docs: str | None = None  # GE's page of this check's validation, relative to the reports folder
-
-    @property
-    def blocking(self) -> bool:
-        return not self.success and self.severity == "critical"
-
-
-@dataclass(frozen=True)
-class QualityReport:
-    success: bool
-    checks: list[CheckResult]
-    report_path: str
-    page_path: str | None = None
-
-
-@dataclass(frozen=True)
-class Validation:
-    """One Great Expectations validation: a scope name, the rows, the expectations."""
-
-    scope: str
-    rows: Any  # a Spark DataFrame, or a pandas one of a few rows lakejoin counted itself
-    expectations: list[Any]
-    notes: tuple[str, ...] = ()  # said with a failure of this scope (join health: its keys)
 
 
 def key_expectations(key: Columns) -> list[Any]:
@@ -155,8 +124,6 @@ def with_key_resolution(
     from functools import reduce
 
     from pyspark.sql import functions as F
-
-    from lakejoin.delta.change_feed import null_key
 
     refs = [f"_lj_ref{i}" for i in range(len(columns))]
     found = [f"_lj_tk{i}" for i in range(len(columns))]
@@ -203,9 +170,6 @@ def check_batch(
     `held`: `rows` already on the driver (a pyarrow Table, a batch of few keys): a validation of
     `rows` themselves validates that copy, with no Spark job.
     """
-    from lakejoin.quality.data_docs import DataDocs, on_driver
-    from lakejoin.quality.suites import user_suite
-
     suite = user_suite(spec, view)
     if suite is not None and rows is not None:
         validations = [*validations, Validation(USER_SUITE, rows, suite.expectations)]
@@ -324,10 +288,6 @@ def _brief(values: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in keep.items())[:300]
 
 
-def reports_folder(spec: PipelineSpec, view: View) -> Path:
-    return reports_root(spec) / view.name
-
-
 def write_report(
     spec: PipelineSpec,
     view: View,
@@ -337,7 +297,7 @@ def write_report(
     metrics: dict[str, int] | None = None,
     user_suite: str | None = None,
 ) -> str:
-    folder = reports_folder(spec, view)
+    folder = reports_folder(spec, view.name)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"batch-{plan.batch_id:06d}.json"
     payload = {

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lakejoin.quality.checks import Validation
 from lakejoin.quality.health import Health, breaches
+from lakejoin.quality.validations import Validation
 from lakejoin.spec.model import Limit, OnBreach
 
 SCOPE = "join_health"

@@ -31,6 +31,7 @@ from lakejoin.delta.log import BatchLog
 from lakejoin.delta.records import BatchRecord, BatchStatus
 from lakejoin.quality import report_pages
 from lakejoin.quality.report_plots import BatchPoint, batch_point, write_trends
+from lakejoin.spec.layout import reports_folder, reports_root
 from lakejoin.spec.model import PipelineSpec
 
 log = logging.getLogger(__name__)
@@ -40,11 +41,6 @@ LISTED_BATCHES = 50
 TRENDS = "trends.svg"
 
 Histories = dict[str, list[BatchRecord]]
-
-
-def reports_root(spec: PipelineSpec) -> Path:
-    """The pipeline's reports folder: the JSON reports, their pages, GE's Data Docs."""
-    return Path(spec.state_path) / "reports"
 
 
 def write_batch_pages(spec: PipelineSpec, report: Path) -> Path:
@@ -93,19 +89,19 @@ def write_reports(
 
 def json_reports(spec: PipelineSpec, view: str) -> list[Path]:
     """The view's JSON reports, oldest first."""
-    return sorted((reports_root(spec) / view).glob("batch-*.json"))
+    return sorted(reports_folder(spec, view).glob("batch-*.json"))
 
 
 def write_batch_page(spec: PipelineSpec, report: dict[str, Any]) -> Path:
     page = report_pages.batch_page(report, TRENDS)
-    return _write(reports_root(spec) / report["view"] / f"batch-{report['batch_id']:06d}.html", page)
+    return _write(reports_folder(spec, report["view"]) / f"batch-{report['batch_id']:06d}.html", page)
 
 
 def write_trends_of(spec: PipelineSpec, report: dict[str, Any], history: list[BatchRecord]) -> Path:
     """The view's trends up to the report's batch, in `<view>/trends.svg`; every page shows them."""
     points = trend_points(report, history)
     title = f"{spec.name} / {report['view']}: batches {points[0].batch_id} to {points[-1].batch_id}"
-    return write_trends(points, reports_root(spec) / report["view"] / TRENDS, title)
+    return write_trends(points, reports_folder(spec, report["view"]) / TRENDS, title)
 
 
 def trend_points(report: dict[str, Any], history: list[BatchRecord]) -> list[BatchPoint]:
@@ -131,7 +127,7 @@ def trend_points(report: dict[str, Any], history: list[BatchRecord]) -> list[Bat
 def write_view_index(spec: PipelineSpec, view: str, history: list[BatchRecord]) -> Path:
     files = json_reports(spec, view)[-LISTED_BATCHES:]
     reports = [_load(f) for f in reversed(files)]
-    folder = reports_root(spec) / view
+    folder = reports_folder(spec, view)
     plot = TRENDS if (folder / TRENDS).exists() else None
     page = report_pages.view_index(
         spec.name, view, spec.views[view].kind.value, reports, plot, facts=trust_facts(spec, view, history)

@@ -279,11 +279,6 @@ class PipelineSpec:
     lines: Mapping[str, int] = field(default_factory=dict, repr=False, compare=False)
     order: tuple[str, ...] = ()
 
-    @property
-    def state_path(self) -> str:
-        """Where lakejoin keeps its own tables (batch log, state tables, reports)."""
-        return str(Path(self.storage) / "_lakejoin")
-
     def error(self, key: str, what: str, fix: str = "") -> SpecError:
         return SpecError(what, file=self.file, line=self.lines.get(key), key=key, fix=fix)
 

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from lakejoin.errors import SpecError
 from lakejoin.spec.kinds import Known
+from lakejoin.spec.layout import output_path
 from lakejoin.spec.model import (
     Enrich,
     OnDefinitionChange,
@@ -123,7 +124,7 @@ def _views(
             ) from None
         definition = KINDS[kind].parse(reader, body[kind.value], f"{key}.{kind.value}", known)
         explicit = reader.text(body, key, "path", required=False)
-        path = _resolve(base, explicit) if explicit else str(Path(storage) / "views" / name)
+        path = _resolve(base, explicit) if explicit else output_path(storage, name)
         lines = {k[len(key) + 1 :]: v for k, v in reader.lines.items() if k.startswith(key + ".")}
         policy = _policy(
             reader, body, key, "on_definition_change", OnDefinitionChange, "under the new definition"

@@ -5,7 +5,8 @@ The engine owns the protocol: plan, changes, check, write, commit, idempotency. 
 owns its semantics: which output keys a batch's changes can affect, how to recompute them, and
 how to keep its own state table (rekey's re-keyed index; the other kinds keep none) in step.
 What the engine gives a view kind in return, while one batch runs, is views/context.py; the
-fan-out rule several kinds share is views/fanout.py.
+fan-out rule several kinds share is views/fanout.py. `derived` is a kind's full recompute with
+the input checks off, which the audit compares with the output and join health counts.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta.key_ranges import KeyRange
-from lakejoin.quality.checks import Validation
+from lakejoin.quality.validations import Validation
 from lakejoin.spec.model import PipelineSpec, Source, View
-from lakejoin.views.context import STATE
+from lakejoin.views.context import STATE, Derivation
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -157,3 +158,13 @@ class ViewKindLogic(ABC):
         against the input rows `rebuilt` holds (`held_rows`).
         Each validation's rows are at most one per row of `written` (the checks choose their
         engine by that count)."""
+
+
+def derived(ctx: BatchContext, kind: ViewKindLogic, *, health: bool = False, on_driver: int = 0) -> Rebuilt:
+    """Every row the inputs at the batch's pins give the view, lazily: the kind's full recompute
+    with the input checks off (the batch ran them), its inputs of at most `on_driver` rows read
+    on the driver. The audit (engine/audit.py) compares them with the output; join health
+    (engine/health.py) recounts them (flagged: `health`) when a batch has no flagged keys or
+    totals to go on from."""
+    how = Derivation(health=health, check_inputs=False, inputs_on_driver=on_driver)
+    return kind.rebuild(ctx.deriving(how), None)

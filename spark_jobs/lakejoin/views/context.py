@@ -13,7 +13,10 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta import lookups
-from lakejoin.delta.key_ranges import KeyRange, Keys
+from lakejoin.delta.change_feed import null_key, upserts
+from lakejoin.delta.key_ranges import KeyRange, Keys, materialised
+from lakejoin.delta.key_ranges import enabled as ranges_enabled
+from lakejoin.delta.records import BatchMode
 from lakejoin.delta.sources import snapshot
 from lakejoin.delta.sql_text import spark_columns
 from lakejoin.errors import DuplicateKeyError, NullKeyError
@@ -22,7 +25,7 @@ from lakejoin.spec.model import Columns, Key, PipelineSpec, Source, View, shown
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from lakejoin.engine.plan import BatchPlan
+    from lakejoin.delta.plans import BatchPlan
 
 STATE = "_routing"  # the name under which a plan pins the version of the view's state table
 # What `checked_unique` makes the job that materialises the rows fail with.
@@ -47,7 +50,7 @@ def checked_unique(rows: DataFrame, key: Columns) -> DataFrame:
 class Derivation:
     """How a kind is asked to derive its rows. A context is made for one derivation and keeps
     it: the batch's (engine/batch.py), the audit's and a whole-view health count's
-    (engine/audit.derived, each on a context of its own, `BatchContext.deriving`)."""
+    (views/base.derived, each on a context of its own, `BatchContext.deriving`)."""
 
     # Also the affected keys' rows at the previous pins, which the write takes from
     # `Rebuilt.previous` instead of reading the output.
@@ -97,15 +100,11 @@ class BatchContext:
 
     @property
     def full(self) -> bool:
-        from lakejoin.delta.records import BatchMode
-
         return self.plan.mode is BatchMode.FULL_REFRESH
 
     @property
     def repairing(self) -> bool:
         """A repair re-derives rows to mend the output, so it must not reuse the output's rows."""
-        from lakejoin.delta.records import BatchMode
-
         return self.plan.mode is BatchMode.REPAIR
 
     def read_state(self, pin: str = STATE, path: str | None = None) -> DataFrame:
@@ -147,8 +146,6 @@ class BatchContext:
         return f"view '{self.view.name}', source '{source.name}' ({source.path}){at}"
 
     def require_keys(self, rows: DataFrame, source: Source) -> None:
-        from lakejoin.delta.change_feed import null_key
-
         if rows.where(null_key(source.key)).limit(1).count():
             key = source.key
             raise NullKeyError(
@@ -214,9 +211,6 @@ class BatchContext:
         fact changes alone reads only the fact table's key column.
         """
         from pyspark.sql import functions as F
-
-        from lakejoin.delta.change_feed import upserts
-        from lakejoin.delta.key_ranges import materialised
 
         key = list(source.key)
         if bounds is None:
@@ -301,8 +295,6 @@ class BatchContext:
         """`rows_of` for keys listed on the driver (`values`; `changed`: those that changed in
         this batch, whose rows come from `changes`): the other keys' rows come from a driver
         lookup, no Spark job. None when delta-rs does not read the table (take `rows_of`)."""
-        from lakejoin.delta.change_feed import upserts
-
         # The changed keys are looked up too: their rows in the snapshot are not used, but a key
         # the snapshot holds twice must fail as it does in `rows_of`.
         unchanged = self.driver_rows(source, values, excluding=changed)
@@ -320,8 +312,6 @@ class BatchContext:
         another side reached, `reached`) and their rows at the pin, found on the driver (the
         keys as `key_ranges.materialised` gives them, and `rows_of`'s rows). None when they are
         too many, or of a type or in a table a driver lookup does not take (use Spark)."""
-        from lakejoin.delta.key_ranges import enabled
-
         changed = self.key_values(changes, source.key, self.changed.get(source.name))
         if changed is None:
             return None
@@ -333,7 +323,7 @@ class BatchContext:
             return None
         keys = self.keys_frame(source, values, rows.schema)
         self.know_keys(keys, source.key, values)  # the batch's write takes them (engine/batch.py)
-        listed = values and enabled(self.spark)
+        listed = values and ranges_enabled(self.spark)
         bounds = KeyRange(source.key)
         if listed:
             spans = [(min(v[i] for v in values), max(v[i] for v in values)) for i in range(len(source.key))]
@@ -370,8 +360,6 @@ class BatchContext:
         Each frame read on the driver is collected by its parts (`rows_on_driver`), local
         relations Spark collects without a job; a union of them, or a join, would start one or
         two (issue 52)."""
-        from lakejoin.delta.change_feed import null_key
-
         frames = [rows] if not isinstance(rows, Sequence) else list(rows)
         if distinct:  # many references: Spark makes them distinct (a shuffle) before the collect
             union = frames[0]

@@ -40,7 +40,7 @@ from lakejoin.delta.change_feed import before_rows
 from lakejoin.delta.key_ranges import materialised
 from lakejoin.delta.sql_text import spark_column, spark_columns, spark_quoted
 from lakejoin.quality import checks as quality
-from lakejoin.quality.checks import Validation
+from lakejoin.quality.validations import Validation
 from lakejoin.spec.model import Dimension, EnrichMode, JoinHow, Key, PipelineSpec, Source, View
 from lakejoin.views.base import Rebuilt, ViewKindLogic, held_rows
 from lakejoin.views.context import BatchContext

@@ -18,7 +18,7 @@ from lakejoin.delta.change_feed import before_rows
 from lakejoin.delta.key_ranges import Keys, materialised
 from lakejoin.delta.sql_text import spark_column, spark_quoted
 from lakejoin.quality import checks as quality
-from lakejoin.quality.checks import Validation
+from lakejoin.quality.validations import Validation
 from lakejoin.spec.model import FkJoin, JoinHow, Key, PipelineSpec, View
 from lakejoin.views.base import Rebuilt, ViewKindLogic, held_rows
 from lakejoin.views.context import BatchContext

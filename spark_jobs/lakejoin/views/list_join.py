@@ -33,7 +33,7 @@ from lakejoin.delta.change_feed import CHANGE, ChangeKind
 from lakejoin.delta.key_ranges import materialised
 from lakejoin.delta.sql_text import spark_columns, spark_quoted
 from lakejoin.quality import checks as quality
-from lakejoin.quality.checks import Validation
+from lakejoin.quality.validations import Validation
 from lakejoin.spec.model import Duplicates, Key, ListJoin, PipelineSpec, View
 from lakejoin.views.base import Rebuilt, ViewKindLogic, held_rows
 from lakejoin.views.context import BatchContext

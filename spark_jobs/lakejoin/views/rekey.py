@@ -34,7 +34,7 @@ from lakejoin.delta.change_feed import CHANGE, VERSION, ChangeKind, net_changes,
 from lakejoin.delta.key_ranges import materialised
 from lakejoin.delta.sql_text import spark_columns
 from lakejoin.errors import KeyConflictError
-from lakejoin.quality.checks import Validation
+from lakejoin.quality.validations import Validation
 from lakejoin.sink.choice import KEEP
 from lakejoin.sink.keyed_tables import schema_drift
 from lakejoin.spec.model import Key, OnConflict, PipelineSpec, View, quoted, shown
