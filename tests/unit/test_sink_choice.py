@@ -162,3 +162,31 @@ def test_a_full_write_leaves_its_differences_to_the_driver_only_in_a_small_table
 
     assert driver_sized(facts, facts) is sized
     assert facts.asked == asked
+
+
+def test_the_tables_files_and_rows_come_from_its_log_read_once(tmp_path, monkeypatch):
+    """A table created and never written holds no file (a full write then lays it out by key,
+    as DESCRIBE DETAIL's numFiles said); its rows are its files' records; the log is loaded
+    once for every fact."""
+    import deltalake
+    import pyarrow as pa
+
+    from lakejoin.sink import facts
+
+    path = str(tmp_path / "t")
+    deltalake.DeltaTable.create(path, pa.schema([("k", pa.int64())]))
+    loads: list[str] = []
+    real = deltalake.DeltaTable
+
+    def loaded(where: str) -> deltalake.DeltaTable:
+        loads.append(where)
+        return real(where)
+
+    monkeypatch.setattr(deltalake, "DeltaTable", loaded)
+    empty = facts.LoggedTable(path, source=None)  # type: ignore[arg-type]
+    assert (empty.files, empty.rows) == (0, 0)
+    deltalake.write_deltalake(path, pa.table({"k": [1, 2]}), mode="append")
+    deltalake.write_deltalake(path, pa.table({"k": [3]}), mode="append")
+    written = facts.LoggedTable(path, source=None)  # type: ignore[arg-type]
+    assert (written.files, written.rows, written.files) == (2, 3, 2)
+    assert loads == [path, path]

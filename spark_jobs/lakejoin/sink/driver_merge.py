@@ -138,12 +138,11 @@ def writes_table(table: DeltaTable) -> bool:
     return exact_statistics(table.schema().to_arrow())
 
 
-def logged_rows(table: DeltaTable) -> int:
-    """How many rows `table`'s data files hold, summed from its log's add actions."""
-    import pyarrow as pa
+def logged_rows(files: pa.Table) -> int:
+    """How many rows a table's data files hold, summed from its log's add actions (`files`,
+    delta-rs's `get_add_actions(flatten=True)`)."""
     import pyarrow.compute as pc
 
-    files = pa.table(table.get_add_actions(flatten=True))
     return int(pc.sum(files.column("num_records")).as_py() or 0)
 
 

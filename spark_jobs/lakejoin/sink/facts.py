@@ -1,9 +1,11 @@
 """The facts a batch's write is chosen by (strategy.py), each gathered when a branch first asks
 for it and kept for the rest of the write: the session's settings (`SessionSettings`: a Spark
-conf read each, no job) and the table's log (`LoggedTable`: one delta-rs load, no JVM)."""
+conf read each, no job) and the table's log (`LoggedTable`: one delta-rs load, no JVM), together
+a write's `WriteFacts`."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -11,6 +13,7 @@ from lakejoin.delta import key_ranges
 from lakejoin.sink import driver_merge, spark_merge
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from deltalake import DeltaTable
     from pyspark.sql import DataFrame, SparkSession
 
@@ -44,7 +47,9 @@ class SessionSettings:
 
 class LoggedTable:
     """strategy.TableLog of the table at `path` written with the columns of `source`: the log
-    is loaded (delta-rs) when a fact first needs it, once."""
+    is loaded (delta-rs) when a fact first needs it, once, and its add actions read once. One
+    write asks it from the choice of the upsert to the choice of the MERGE: nothing commits in
+    between (the upsert declined, or was not chosen)."""
 
     def __init__(self, path: str, source: DataFrame) -> None:
         self._path = path
@@ -62,5 +67,38 @@ class LoggedTable:
         return driver_merge.atomic_columns(self._source) and driver_merge.writes_table(self._log)
 
     @cached_property
+    def _files(self) -> pa.Table:
+        import pyarrow as pa
+
+        return pa.table(self._log.get_add_actions(flatten=True))
+
+    @cached_property
     def rows(self) -> int:
-        return driver_merge.logged_rows(self._log)
+        return driver_merge.logged_rows(self._files)
+
+    @cached_property
+    def files(self) -> int:
+        """How many data files the table holds. DESCRIBE DETAIL's `numFiles` (Spark, a JVM
+        snapshot load) said the same: both count the add actions of the log's newest snapshot,
+        so a table created by Spark and never written has none either way, and a file whose
+        rows a deletion vector removed counts in both."""
+        return int(self._files.num_rows)
+
+
+@dataclass(frozen=True)
+class WriteFacts:
+    """The facts of one write into the table at `path`, gathered once however many of its
+    steps ask them (the choice of the upsert, the first build, the choice of the MERGE).
+
+    >>> facts = WriteFacts.of(spark, path, recomputed)  # doctest: +SKIP
+    >>> facts.table.files                                # doctest: +SKIP
+    0
+    """
+
+    settings: SessionSettings
+    table: LoggedTable
+
+    @classmethod
+    def of(cls, spark: SparkSession, path: str, source: DataFrame) -> WriteFacts:
+        """The facts of a write of `source`'s columns into the table at `path`; none read yet."""
+        return cls(SessionSettings(spark), LoggedTable(path, source))
