@@ -75,7 +75,8 @@ def change_batch(spark: SparkSession, rows: int, rate: float, seed: int) -> Data
 
 
 def merge(spark: SparkSession, path: str, batch: DataFrame, columns: list[str]) -> None:
-    from lakejoin.sink.choice import ONE_MERGE_MAX_KEYS, driver_merge, merge_by_key
+    from lakejoin.sink.choice import driver_merge, merge_by_key
+    from lakejoin.sink.spark_merge import ONE_MERGE_MAX_KEYS
 
     spark.conf.set(ONE_MERGE_MAX_KEYS, "0")  # Spark's one MERGE, whatever the batch's size
     spark.conf.set(driver_merge.MAX_KEYS, "0")
@@ -84,7 +85,8 @@ def merge(spark: SparkSession, path: str, batch: DataFrame, columns: list[str]) 
 
 def driver(spark: SparkSession, path: str, batch: DataFrame, columns: list[str]) -> None:
     """One delta-rs MERGE from the driver (lakejoin's write of a batch of few keys), at any size."""
-    from lakejoin.sink.choice import ONE_MERGE_MAX_KEYS, driver_merge, merge_by_key
+    from lakejoin.sink.choice import driver_merge, merge_by_key
+    from lakejoin.sink.spark_merge import ONE_MERGE_MAX_KEYS
 
     spark.conf.set(ONE_MERGE_MAX_KEYS, str(10**9))
     spark.conf.set(driver_merge.MAX_KEYS, str(10**9))

@@ -1,15 +1,13 @@
 """The output write's pure rules: the counts a write reports once its batch commit is found
 (sink/output_counts.py, the output's log stood in for), the SQL its driver MERGE writes keys
-and names as, which tables that MERGE may write, the Spark settings that choose a path, and the
-path a batch's write takes (sink/write_path.py, the table's facts stood in for)."""
+and names as, which tables that MERGE may write, and the Spark settings that choose a path (the
+choice itself: test_sink_choice.py)."""
 
 from __future__ import annotations
 
 import datetime
 import decimal
-from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -18,10 +16,9 @@ from lakejoin.delta import key_ranges, lookups, markers, sql_text
 from lakejoin.delta.markers import FINAL, BatchMarker, OutputCommit, operation_metrics
 from lakejoin.delta.records import BatchMode
 from lakejoin.errors import CommittedElsewhereError, ConcurrentBatchError
-from lakejoin.sink import choice, driver_merge
+from lakejoin.sink import driver_merge, spark_merge
 from lakejoin.sink.merge_terms import MergeCounts
 from lakejoin.sink.output_counts import final_counts
-from lakejoin.sink.write_path import WritePath, choose_write
 
 pytestmark = pytest.mark.unit
 
@@ -154,7 +151,7 @@ class Conf:
         ({}, (100, True, 20_000, 3_000_000, True, 20_000)),
         (
             {
-                choice.ONE_MERGE_MAX_KEYS: "0",
+                spark_merge.ONE_MERGE_MAX_KEYS: "0",
                 driver_merge.ENABLED: "FALSE",
                 driver_merge.MAX_KEYS: "5",
                 driver_merge.MAX_ROWS: "10",
@@ -164,7 +161,7 @@ class Conf:
             (0, False, 5, 10, False, 7),  # 0 keys: never one MERGE (tests force the other writes so)
         ),
         (
-            {lookups.ENABLED: "false", lookups.MAX_KEYS: "7", choice.ONE_MERGE_MAX_KEYS: "3"},
+            {lookups.ENABLED: "false", lookups.MAX_KEYS: "7", spark_merge.ONE_MERGE_MAX_KEYS: "3"},
             (3, True, 20_000, 3_000_000, True, 0),
         ),
     ],
@@ -174,98 +171,13 @@ def test_the_write_paths_settings_and_their_defaults(settings, figures):
     spark = SimpleNamespace(conf=Conf(settings))
 
     assert (
-        choice.one_merge_max_keys(spark),
+        spark_merge.one_merge_max_keys(spark),
         driver_merge.enabled(spark),
         driver_merge.max_keys(spark),
         driver_merge.max_rows(spark),
         key_ranges.enabled(spark),
         lookups.max_keys(spark),
     ) == figures
-
-
-@dataclass
-class Facts:
-    """The table's and the session's facts `choose_write` asks for, and the order it asked."""
-
-    one_merge: int = 100
-    driver_max: int = 20_000
-    driver_on: bool = True
-    writable: bool = True
-    asked: list[str] = field(default_factory=list)
-
-    def _ask(self, fact: str) -> Any:
-        self.asked.append(fact)
-        return getattr(self, fact)
-
-    def one_merge_max_keys(self) -> int:
-        return self._ask("one_merge")
-
-    def driver_max_keys(self) -> int:
-        return self._ask("driver_max")
-
-    def driver_enabled(self) -> bool:
-        return self._ask("driver_on")
-
-    def driver_writable(self) -> bool:
-        return self._ask("writable")
-
-
-DRIVER = ["one_merge", "driver_max", "driver_on", "writable"]
-SIZES = ["one_merge", "driver_max"]  # a batch above the driver's maximum asks only the sizes
-FULL = DRIVER[1:]  # a full write's differences, or no key: never listed in a Spark MERGE's condition
-
-
-@pytest.mark.parametrize(
-    ("keys", "full", "state", "facts", "path", "asked"),
-    [
-        (50, False, False, Facts(), WritePath.DRIVER_MERGE, DRIVER),
-        (50, False, False, Facts(driver_on=False), WritePath.FEW_KEYS_MERGE, DRIVER[:3]),
-        (50, False, False, Facts(writable=False), WritePath.FEW_KEYS_MERGE, DRIVER),
-        (20_000, False, False, Facts(), WritePath.DRIVER_MERGE, DRIVER),
-        (5_000, False, False, Facts(writable=False), WritePath.ONE_MERGE, DRIVER),
-        (20_001, False, False, Facts(), WritePath.ONE_MERGE, SIZES),
-        (50, False, False, Facts(one_merge=0, driver_on=False), WritePath.ONE_MERGE, DRIVER[:3]),
-        (0, False, False, Facts(), WritePath.DRIVER_MERGE, FULL),
-        (0, False, False, Facts(writable=False), WritePath.ONE_MERGE, FULL),
-        (50, True, False, Facts(), WritePath.DRIVER_MERGE, FULL),
-        (50, True, False, Facts(writable=False), WritePath.ONE_MERGE, FULL),
-        (20_001, True, False, Facts(), WritePath.ONE_MERGE, FULL[:1]),
-        (0, True, False, Facts(), WritePath.DRIVER_MERGE, FULL),
-        (0, False, True, Facts(), WritePath.NO_COMMIT, []),
-        (0, True, True, Facts(), WritePath.NO_COMMIT, []),
-        (50, True, True, Facts(), WritePath.DRIVER_MERGE, FULL),
-        (50, False, True, Facts(), WritePath.DRIVER_MERGE, DRIVER),
-        (50, False, True, Facts(driver_on=False), WritePath.FEW_KEYS_MERGE, DRIVER[:3]),
-        (20_001, False, True, Facts(), WritePath.ONE_MERGE, SIZES),
-    ],
-    ids=[
-        "few_keys_on_the_driver",
-        "driver_merge_off",
-        "not_writable_by_delta_rs",
-        "at_the_driver_maximum",
-        "many_keys_not_writable_by_delta_rs",
-        "above_the_driver_maximum",
-        "few_keys_merge_off",
-        "no_key_in_an_output_its_commit_alone_on_the_driver",
-        "no_key_in_an_output_not_writable_by_delta_rs",
-        "full_few_differences_on_the_driver",
-        "full_few_differences_not_writable_by_delta_rs",
-        "full_above_the_driver_maximum",
-        "full_no_difference",
-        "state_no_key",
-        "state_full_no_difference",
-        "state_full_few_differences_on_the_driver",
-        "state_on_the_driver",
-        "state_few_keys",
-        "state_above_the_driver_maximum",
-    ],
-)
-def test_a_batch_is_written_by_the_path_its_keys_and_table_choose(keys, full, state, facts, path, asked):
-    """Each fact is asked only when the rule reaches it: delta-rs is asked to write the table
-    only for a batch the driver's MERGE would take; a full write's few differences go to the
-    driver too (a small view's fan-out fallback, issue 52)."""
-    assert choose_write(keys, full=full, state=state, facts=facts) is path
-    assert facts.asked == asked
 
 
 def test_a_flagged_keys_write_refused_every_time_stops_the_batch_naming_the_table(tmp_path):

@@ -63,14 +63,6 @@ def history_may_hold_changes(newest: Commits, after: int, upto: int) -> bool:
         limit *= 4
 
 
-def data_files(spark: SparkSession, path: str) -> int:
-    """How many data files the Delta table at `path` holds now (Delta's DESCRIBE DETAIL)."""
-    from delta.tables import DeltaTable
-
-    detail = DeltaTable.forPath(spark, path).detail().select("numFiles").first()
-    return int(detail["numFiles"] or 0) if detail else 0
-
-
 def logged_row_count(path: str, version: int) -> int | None:
     """The table's rows at `version`, summed from its data files' statistics in the Delta log
     (delta-rs): no Spark job. None when the log cannot say exactly: a file written without

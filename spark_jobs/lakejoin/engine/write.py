@@ -19,6 +19,7 @@ from lakejoin.delta.markers import (
 from lakejoin.errors import CommittedElsewhereError, ConcurrentBatchError
 from lakejoin.sink import key_upsert
 from lakejoin.sink.choice import merge_affected, merge_full, replace_output, upsert_affected
+from lakejoin.sink.facts import WriteFacts
 from lakejoin.sink.key_upsert_jvm import ConcurrentCommitError
 from lakejoin.sink.keyed_tables import drift_error, ensure_output, schema_drift
 from lakejoin.sink.merge_terms import MergeCounts
@@ -143,7 +144,8 @@ def write_output(
             counts = merge_full(spark, view.path, recomputed, keys, commit, note=declined.append)
             note = declined[0] if declined else None
         else:
-            upserted, note = _upsert(spark, view.path, recomputed, rebuilt, keys, commit)
+            facts = WriteFacts.of(spark, view.path, recomputed)
+            upserted, note = _upsert(spark, view.path, recomputed, rebuilt, keys, commit, facts)
             if upserted is not None:
                 counts = upserted
             else:
@@ -151,7 +153,7 @@ def write_output(
                 if rebuilt.affected_count is not None and rebuilt.bounds is not None:
                     known = (affected, rebuilt.affected_count, rebuilt.bounds)
                 counts = merge_affected(
-                    spark, view.path, recomputed, affected, keys, commit, known=known, held=held
+                    spark, view.path, recomputed, affected, keys, commit, known=known, held=held, facts=facts
                 )
     except ConcurrentBatchError as exc:
         raise _or_committed(exc, view.path, commit.app, commit.final.batch_id) from exc
@@ -171,11 +173,13 @@ def _upsert(
     rebuilt: Rebuilt,
     keys: list[str],
     commit: OutputCommit,
+    facts: WriteFacts,
 ) -> tuple[MergeCounts | None, str | None]:
     """The batch written by the one-commit upsert: from the affected keys' rows at the previous
     pins when the view kind derived them (`Rebuilt.previous`), else from the output's own rows
     of those keys, read as a MERGE would read them (a repair, enrich's `lookup` mode). None
-    and why: the upsert is off, or it declined (the caller writes the batch with the MERGE)."""
+    and why: the upsert is off, or it declined (the caller writes the batch with the MERGE, given
+    the same `facts`)."""
     affected = rebuilt.affected
     assert affected is not None, "a batch of affected keys"
     previous = rebuilt.previous
@@ -193,6 +197,7 @@ def _upsert(
         commit,
         keys=rebuilt.affected_count,
         note=declined.append,
+        facts=facts,
     )
     if counts is None:
         return None, declined[0] if declined else None

@@ -5,7 +5,7 @@ An output's batch is written by lakejoin's own upsert (key_upsert.py), which rea
 output's key column, when the view kind derived the affected keys' old rows (`upsert_affected`)
 and for a full refresh's differences (`merge_full`); a batch of a handful of keys into a small
 table by the driver's MERGE (driver_merge.py, no Spark job); the rest, and every batch the
-upsert declines, by Delta's public MERGE (spark_merge.py), the way write_path.py chooses.
+upsert declines, by Delta's public MERGE (spark_merge.py), the way strategy.py chooses.
 The tables it writes are created by keyed_tables.py, and an output write's counts come from
 output_counts.py."""
 
@@ -19,24 +19,18 @@ from typing import TYPE_CHECKING, Any
 from lakejoin.delta import key_ranges
 from lakejoin.delta.key_ranges import Keys, materialised, write_laid_out
 from lakejoin.delta.markers import USER_METADATA, OutputCommit, current_txn, operation_metrics, stamped
-from lakejoin.delta.sources import data_files
 from lakejoin.delta.sql_text import spark_column, spark_columns
 from lakejoin.sink import driver_merge
+from lakejoin.sink.facts import WriteFacts
 from lakejoin.sink.merge_terms import KEEP, PRESENT, MergeCounts, same_key, values_differ
 from lakejoin.sink.output_counts import final_counts
 from lakejoin.sink.spark_merge import merge_on_spark
-from lakejoin.sink.write_path import WritePath, choose_write
+from lakejoin.sink.strategy import SinkFacts, Strategy, Target, choose, driver_sized, lists_keys
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
-
-# At most this many keys (the default; a Spark conf may set it) a MERGE lists as literals in its
-# condition: Delta then reads only the files that hold them. The literals are equalities joined
-# by OR: Delta 4.4 skips files on those, not on an IN list.
-ONE_MERGE_MAX_KEYS = "spark.lakejoin.write.oneMergeMaxKeys"
-ONE_MERGE_DEFAULT = 100
 
 
 def replace_output(path: str, recomputed: DataFrame, commit: OutputCommit | None = None) -> MergeCounts:
@@ -62,11 +56,12 @@ def merge_affected(
     *,
     known: Keys | None = None,
     held: HeldRows | None = None,
+    facts: WriteFacts | None = None,
 ) -> MergeCounts:
     """Write the recomputed rows of the affected keys; affected keys with no row are deleted.
     `known`: `affected` as `key_ranges.materialised` gave it (frame, count, range). `held`: the
     same rows and keys on the driver, which the driver's MERGE writes as they are (no Spark job
-    reads the rows again)."""
+    reads the rows again). `facts`: the write's, when `upsert_affected` gathered them first."""
     from pyspark.sql import functions as F
 
     present = recomputed.withColumn(PRESENT, F.lit(True))
@@ -74,7 +69,16 @@ def merge_affected(
     source = source.withColumn(KEEP, F.col(PRESENT).isNotNull()).drop(PRESENT)
     rows = driver_merge.keyed_rows(held.rows, held.keys, key) if held is not None else None
     return merge_by_key(
-        spark, path, source, key, recomputed.columns, full=False, commit=commit, known=known, rows=rows
+        spark,
+        path,
+        source,
+        key,
+        recomputed.columns,
+        full=False,
+        commit=commit,
+        known=known,
+        rows=rows,
+        facts=facts or WriteFacts.of(spark, path, recomputed),
     )
 
 
@@ -97,25 +101,23 @@ def upsert_affected(
     *,
     keys: int | None,
     note: Callable[[str], None],
+    facts: WriteFacts | None = None,
 ) -> MergeCounts | None:
     """Write the affected keys' rows (`recomputed`, `keys` of them when counted) given the rows
     the output holds for those keys (`previous`, derived from the inputs at the previous pins:
     views/base.Rebuilt): the change rows of the keys whose row differs, in one commit that
     reads only the output's key column (key_upsert.py).
 
-    None: the caller writes the batch with `merge_affected`. Either the keys are few enough
-    for the driver's MERGE (delta-rs, no Spark job), or the upsert declined, after `note(why)`;
-    nothing was written either way."""
+    None: the caller writes the batch with `merge_affected` (given the same `facts`). Either
+    the keys are few enough for the driver's MERGE (delta-rs, no Spark job), or the upsert
+    declined, after `note(why)`; nothing was written either way."""
     from lakejoin.sink import key_upsert
 
-    facts = _TableFacts(spark, path, recomputed, key, keys or 0)
-    if (
-        keys is not None
-        and keys <= facts.driver_max_keys()
-        and facts.driver_enabled()
-        and facts.driver_writable()
-    ):
-        return None
+    if keys is not None:
+        facts = facts or WriteFacts.of(spark, path, recomputed)
+        batch = SinkFacts(Target.OUTPUT, full=False, keys=keys, settings=facts.settings, table=facts.table)
+        if choose(batch) is Strategy.DRIVER_MERGE:
+            return None
     changes = change_rows(recomputed, previous.select(*spark_columns(recomputed.columns)), key)
     return key_upsert.upsert(spark, path, changes, key, recomputed.columns, commit, note=note)
 
@@ -181,9 +183,10 @@ def merge_full(
 
     from lakejoin.sink import key_upsert
 
-    if key_ranges.enabled(spark) and _empty(spark, path):
+    facts = WriteFacts.of(spark, path, recomputed)
+    if facts.settings.key_ranges and _empty(facts):
         return _fill(spark, path, recomputed, key, commit)
-    if commit is not None and key_upsert.enabled(spark) and not _driver_sized(spark, path, recomputed):
+    if commit is not None and key_upsert.enabled(spark) and not _driver_sized(facts):
         table = spark.read.format("delta").load(path).select(*spark_columns(recomputed.columns))
         changes = change_rows(recomputed, table, key)
         written = key_upsert.upsert(spark, path, changes, key, recomputed.columns, commit, note=note)
@@ -197,6 +200,7 @@ def merge_full(
         recomputed.columns,
         full=True,
         commit=commit,
+        facts=facts,
     )
 
 
@@ -211,12 +215,13 @@ def merge_by_key(
     commit: OutputCommit | None = None,
     known: Keys | None = None,
     rows: Any = None,
+    facts: WriteFacts | None = None,
 ) -> MergeCounts:
     """Make the table's rows under the keys of `source` what `source` says. A source row whose
     boolean `KEEP` column is false deletes its key; the others insert, or update a row whose
     `columns` differ (an unchanged row is not rewritten, so it yields no change rows). With
     `full`, every key absent from `source` is deleted too. One commit, by the driver's MERGE or
-    Spark's (write_path.py).
+    Spark's (strategy.py).
 
     With `commit` (a view's output), the commit is the batch commit (see delta/markers.py).
     Without it (a state table), inside `markers.idempotent` it applies once per (app, version).
@@ -224,6 +229,7 @@ def merge_by_key(
     `known` (not with `full`): the keys of `source`, one row each, as `key_ranges.materialised`
     gave them (frame, count, range), so they are not counted again. `rows`: `source` on the
     driver already (a pyarrow Table, `columns` and `KEEP`), which the driver's MERGE takes as it is.
+    `facts`: the write's, when its caller gathered them already (sink/facts.py).
 
     >>> rows = rows.withColumn(KEEP, F.lit(True))                             # doctest: +SKIP
     >>> merge_by_key(spark, path, rows, ["id"], rows.columns[:-1], full=False)  # doctest: +SKIP
@@ -231,8 +237,9 @@ def merge_by_key(
     """
     from pyspark.sql import functions as F
 
+    facts = facts or WriteFacts.of(spark, path, source)
     if full:
-        if key_ranges.enabled(spark) and _empty(spark, path):
+        if facts.settings.key_ranges and _empty(facts):
             return _fill(spark, path, source.where(F.col(KEEP)).select(*spark_columns(columns)), key, commit)
         source = _differences(spark, path, source.where(F.col(KEEP)), key, columns)
     probe = None
@@ -240,9 +247,10 @@ def merge_by_key(
         keyed, keys, bounds = materialised(source, list(key))
     else:
         (probe, keys, bounds), keyed = known, source
-    facts = _TableFacts(spark, path, keyed, key, keys)
-    chosen = choose_write(keys, full=full, state=commit is None, facts=facts)
-    if chosen is WritePath.DRIVER_MERGE:
+    target = Target.STATE if commit is None else Target.OUTPUT
+    batch = SinkFacts(target, full=full, keys=keys, settings=facts.settings, table=facts.table)
+    chosen = choose(batch)
+    if chosen is Strategy.DRIVER_MERGE:
         try:
             merged = _merge_on_driver(spark, path, keyed, columns, key, commit, keys=keys, rows=rows)
             return replace(merged, keys=keys)
@@ -250,11 +258,11 @@ def merge_by_key(
             log.warning(
                 "lakejoin: the driver's MERGE into %s failed (%s); Spark's MERGE writes the batch", path, exc
             )
-            chosen = choose_write(keys, full=full, state=commit is None, facts=replace(facts, driver=False))
-    if chosen is WritePath.NO_COMMIT:  # nothing differs: a state table takes no commit
+            chosen = choose(replace(batch, driver_failed=True))
+    if chosen is Strategy.NO_COMMIT:  # nothing differs: a state table takes no commit
         return MergeCounts(applied=False)
     listed = None
-    if chosen is WritePath.FEW_KEYS_MERGE and key_ranges.enabled(spark):
+    if lists_keys(batch):
         listed = _key_values(keyed if probe is None else probe, key[0])
     if commit is None:
         counts = merge_on_spark(spark, path, keyed, columns, key, bounds=bounds, listed=listed)
@@ -307,46 +315,11 @@ def _merge_on_driver(
     return final_counts(path, commit, MergeCounts(inserted=inserted, updated=updated, deleted=deleted))
 
 
-def _driver_sized(spark: SparkSession, path: str, recomputed: DataFrame) -> bool:
-    """Whether a full write's differences go to `merge_by_key`, whose driver MERGE writes them
-    when they are few: the table is one delta-rs writes and holds at most the driver's maximum
-    keys (so its differences are about that many at most). A full recompute of a small view (a
-    fan-out fallback on a table of a few rows) then costs a join and a delta-rs MERGE, 0.3-0.5 s,
-    not the JVM upsert's 2.5 s (the demo, session 57)."""
-    if not driver_merge.enabled(spark):
-        return False
-    return driver_merge.writable(path, recomputed, most_rows=driver_merge.max_keys(spark))
-
-
-def one_merge_max_keys(spark: SparkSession) -> int:
-    """Up to how many keys a batch's write is one MERGE (`ONE_MERGE_MAX_KEYS`)."""
-    return int(spark.conf.get(ONE_MERGE_MAX_KEYS, None) or ONE_MERGE_DEFAULT)
-
-
-@dataclass(frozen=True)
-class _TableFacts:
-    """The facts `choose_write` asks about a batch of `keys` keys of `source` into the table at
-    `path`: the session's settings, and (delta-rs) whether the driver's MERGE may write the
-    table."""
-
-    spark: SparkSession
-    path: str
-    source: DataFrame
-    key: Sequence[str]
-    keys: int
-    driver: bool = True  # false: the driver's MERGE is not to be chosen (it failed)
-
-    def one_merge_max_keys(self) -> int:
-        return one_merge_max_keys(self.spark)
-
-    def driver_max_keys(self) -> int:
-        return driver_merge.max_keys(self.spark)
-
-    def driver_enabled(self) -> bool:
-        return self.driver and driver_merge.enabled(self.spark)
-
-    def driver_writable(self) -> bool:
-        return driver_merge.writable(self.path, self.source, most_rows=driver_merge.max_rows(self.spark))
+def _driver_sized(facts: WriteFacts) -> bool:
+    """Whether a full write's differences go to `merge_by_key` (strategy.driver_sized). A full
+    recompute of a small view (a fan-out fallback on a table of a few rows) then costs a join
+    and a delta-rs MERGE, 0.3-0.5 s, not the JVM upsert's 2.5 s (the demo, session 57)."""
+    return driver_sized(facts.settings, facts.table)
 
 
 def _key_values(keys: DataFrame, column: str) -> list[Any] | None:
@@ -407,9 +380,9 @@ def _fill(
     return MergeCounts(inserted=operation_metrics(last).get("numOutputRows", 0))
 
 
-def _empty(spark: SparkSession, path: str) -> bool:
+def _empty(facts: WriteFacts) -> bool:
     """Whether the table holds no data file (created, never written)."""
-    return data_files(spark, path) == 0
+    return facts.table.files == 0
 
 
 def _version(path: str) -> int:

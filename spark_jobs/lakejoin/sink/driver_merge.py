@@ -34,6 +34,7 @@ from lakejoin.errors import ConcurrentBatchError
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from deltalake import DeltaTable
     from pyspark.sql import DataFrame, SparkSession
 
 # Writer features delta-rs 1.x writes (a table with any other, such as clustering, is Spark's).
@@ -86,10 +87,9 @@ def max_rows(spark: SparkSession) -> int:
     return int(spark.conf.get(MAX_ROWS, None) or MAX_ROWS_DEFAULT)
 
 
-def writable(path: str, source: DataFrame, *, most_rows: int | None = None) -> bool:
-    """Whether delta-rs may MERGE `source`'s columns into the table at `path` (holding at most
-    `most_rows` rows in its files, when given)."""
-    from deltalake import DeltaTable
+def atomic_columns(source: DataFrame) -> bool:
+    """Whether delta-rs may MERGE `source`'s columns: of atomic types, or arrays and structs of
+    them."""
     from pyspark.sql.types import (
         BooleanType,
         DateType,
@@ -123,9 +123,11 @@ def writable(path: str, source: DataFrame, *, most_rows: int | None = None) -> b
             return all(leaves_atomic(f.dataType) for f in kind.fields)
         return isinstance(kind, atomic)
 
-    if not all(leaves_atomic(f.dataType) for f in source.schema.fields):
-        return False
-    table = DeltaTable(path)
+    return all(leaves_atomic(f.dataType) for f in source.schema.fields)
+
+
+def writes_table(table: DeltaTable) -> bool:
+    """Whether delta-rs may MERGE into `table` (its loaded log): its protocol and schema."""
     protocol = table.protocol()
     if not set(protocol.writer_features or []) <= WRITABLE or protocol.min_writer_version > 7:
         return False
@@ -133,15 +135,15 @@ def writable(path: str, source: DataFrame, *, most_rows: int | None = None) -> b
     # tables lakejoin creates are nullable throughout (keyed_tables.ensure_keyed_table); older ones are not.
     if not all_nullable(table.schema().to_arrow()):
         return False
-    if not exact_statistics(table.schema().to_arrow()):
-        return False
-    if most_rows is None:
-        return True
-    import pyarrow as pa
+    return exact_statistics(table.schema().to_arrow())
+
+
+def logged_rows(files: pa.Table) -> int:
+    """How many rows a table's data files hold, summed from its log's add actions (`files`,
+    delta-rs's `get_add_actions(flatten=True)`)."""
     import pyarrow.compute as pc
 
-    files = pa.table(table.get_add_actions(flatten=True))
-    return int(pc.sum(files.column("num_records")).as_py() or 0) <= most_rows
+    return int(pc.sum(files.column("num_records")).as_py() or 0)
 
 
 def all_nullable(schema: Any) -> bool:

@@ -23,6 +23,17 @@ if TYPE_CHECKING:
 # anything but Delta scans, as a local checkpoint does).
 MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
 
+# At most this many keys (the default; a Spark conf may set it) a MERGE lists as literals in its
+# condition: Delta then reads only the files that hold them. The literals are equalities joined
+# by OR: Delta 4.4 skips files on those, not on an IN list.
+ONE_MERGE_MAX_KEYS = "spark.lakejoin.write.oneMergeMaxKeys"
+ONE_MERGE_DEFAULT = 100
+
+
+def one_merge_max_keys(spark: SparkSession) -> int:
+    """Up to how many keys a batch's MERGE lists in its condition (`ONE_MERGE_MAX_KEYS`)."""
+    return int(spark.conf.get(ONE_MERGE_MAX_KEYS, None) or ONE_MERGE_DEFAULT)
+
 
 def merge_on_spark(
     spark: SparkSession,
