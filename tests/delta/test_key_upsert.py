@@ -267,8 +267,8 @@ def test_a_commit_during_the_upsert_makes_it_fail_cleanly(spark, tmp_path, monke
     of it committed; run again, it commits on top of the other writer's."""
     from delta.tables import DeltaTable
 
-    from lakejoin.engine.write import _concurrent
     from lakejoin.sink import key_upsert
+    from lakejoin.sink.conflicts import batch_error as _concurrent
 
     path = str(tmp_path / "out")
     before = {k: ("a", 1.0, []) for k in KEYS}

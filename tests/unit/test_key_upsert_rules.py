@@ -11,9 +11,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from lakejoin.engine.write import _concurrent
 from lakejoin.errors import ConcurrentBatchError
 from lakejoin.sink import key_upsert, key_upsert_jvm
+from lakejoin.sink.conflicts import batch_error as _concurrent
 from lakejoin.sink.key_upsert_jvm import EXPECTED, ConcurrentCommitError, conflict
 from lakejoin.sink.key_upsert_rules import (
     ChangeCounts,

@@ -59,7 +59,7 @@ def test_a_conflict_with_another_runs_commit_of_this_batch_is_the_batch_committe
     import pyarrow as pa
     from deltalake import CommitProperties, Transaction, write_deltalake
 
-    from lakejoin.engine.write import _or_committed
+    from lakejoin.sink.conflicts import or_committed as _or_committed
 
     path = str(tmp_path / "out")
     done = [Transaction(app_id="app", version=txn)] if txn is not None else None
@@ -371,7 +371,7 @@ def test_a_conflict_is_told_by_its_class_never_by_the_word_concurrent(tmp_path):
     failed (issue 51). delta-rs's errors are real ones; Delta's are their shapes in PySpark."""
     from deltalake import DeltaTable, write_deltalake
 
-    from lakejoin.engine.write import _concurrent
+    from lakejoin.sink.conflicts import batch_error as _concurrent
     from lakejoin.sink.key_upsert_jvm import ConcurrentCommitError
 
     path = str(tmp_path / "t")

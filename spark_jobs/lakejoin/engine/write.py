@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from lakejoin.delta.conflicts import is_conflict
 from lakejoin.delta.markers import (
     FINAL,
     USER_METADATA,
@@ -14,13 +13,12 @@ from lakejoin.delta.markers import (
     app_id,
     find_commit,
     idempotent,
-    output_batches,
 )
-from lakejoin.errors import CommittedElsewhereError, ConcurrentBatchError
+from lakejoin.errors import ConcurrentBatchError
 from lakejoin.sink import key_upsert
 from lakejoin.sink.choice import merge_affected, merge_full, replace_output, upsert_affected
+from lakejoin.sink.conflicts import batch_error, output_error
 from lakejoin.sink.facts import WriteFacts
-from lakejoin.sink.key_upsert_jvm import ConcurrentCommitError
 from lakejoin.sink.keyed_tables import drift_error, ensure_output, schema_drift
 from lakejoin.sink.merge_terms import MergeCounts
 from lakejoin.spec.model import PipelineSpec, View
@@ -81,7 +79,7 @@ def write_state(ctx: BatchContext, kind: ViewKindLogic, rebuilt: Rebuilt) -> dic
                     finally:
                         ctx.spark.conf.unset(USER_METADATA)
             except Exception as exc:
-                concurrent = _concurrent(exc, ctx.plan.batch_id, where=where)
+                concurrent = batch_error(exc, ctx.plan.batch_id, where=f"{where} ({path})")
                 if concurrent is None:
                     raise
                 raise concurrent from exc
@@ -155,13 +153,13 @@ def write_output(
                 counts = merge_affected(
                     spark, view.path, recomputed, affected, keys, commit, known=known, held=held, facts=facts
                 )
-    except ConcurrentBatchError as exc:
-        raise _or_committed(exc, view.path, commit.app, commit.final.batch_id) from exc
     except Exception as exc:
-        concurrent = _concurrent(exc, plan.batch_id, where=where)
-        if concurrent is None:
+        concurrent = output_error(
+            exc, path=view.path, app=commit.app, batch_id=commit.final.batch_id, where=where
+        )
+        if concurrent is None or concurrent is exc:
             raise
-        raise _or_committed(concurrent, view.path, commit.app, commit.final.batch_id) from exc
+        raise concurrent from exc
     assert counts.version is not None
     return OutputWrite(counts, counts.version, note)
 
@@ -226,42 +224,10 @@ def write_flagged(update: FlaggedUpdate, spec: PipelineSpec, view: View, batch_i
     try:
         return update.write()
     except CommitFailedError as exc:
-        conflict = _concurrent(exc, batch_id, where=f"view '{view.name}' flagged keys ({update.path})")
+        where = f"view '{view.name}' flagged keys ({update.path})"
+        conflict = output_error(
+            exc, path=view.path, app=app_id(spec.name, view.name), batch_id=batch_id, where=where
+        )
         if conflict is None:  # refused for another reason: delta-rs's own error says which
             raise
-        raise _or_committed(conflict, view.path, app_id(spec.name, view.name), batch_id) from exc
-
-
-def _or_committed(exc: ConcurrentBatchError, path: str, app: str, batch_id: int) -> ConcurrentBatchError:
-    """`exc`, or the news that the batch is in: a conflict with another run's commit of this very
-    batch (its txn version `app` on the output) leaves this run nothing to do."""
-    if isinstance(exc, CommittedElsewhereError):
-        return exc
-    done = output_batches(path, app).last_committed
-    if done is None or done < batch_id:
-        return exc
-    return CommittedElsewhereError(
-        f"another run committed batch {batch_id} first (its commit landed while this "
-        "run's was being written); this run wrote nothing more",
-        where=f"output {path}",
-        fix="nothing to do: the batch is committed once; run again for newer changes",
-    )
-
-
-def _concurrent(exc: Exception, batch_id: int, *, where: str) -> ConcurrentBatchError | None:
-    """The batch's error for a conflict (None: `exc` is none, and says its own cause): Delta's
-    conflicts (ConcurrentTransactionException: another run's commit of the same batch landed
-    during this one's; ConcurrentAppend/Delete...: its MERGE touched the same files), delta-rs's,
-    and the one-commit upsert's ConcurrentCommitError; told by their classes (delta/conflicts.py),
-    never by the word "concurrent", which nearly every JVM stack trace holds."""
-    if not (isinstance(exc, ConcurrentCommitError) or is_conflict(exc)):
-        return None
-    origin = getattr(exc, "java_exception", None)  # py4j's own text: "An error occurred while calling"
-    text = str(origin.getMessage() or "") if origin is not None else str(exc)
-    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-    return ConcurrentBatchError(
-        f"another commit landed on this table while batch {batch_id} was writing it (another run of "
-        f"the view, or someone's OPTIMIZE, DELETE or UPDATE); this run stopped: {first}",
-        where=where,
-        fix="run the view again: it plans from what is committed; do not run two batches of one view at once",
-    )
+        raise conflict from exc

@@ -28,9 +28,7 @@ import decimal
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from lakejoin.delta.conflicts import delta_rs_conflict
 from lakejoin.delta.sql_text import literal, quoted, spark_columns
-from lakejoin.errors import ConcurrentBatchError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -256,7 +254,7 @@ def merge_rows(
     """`merge_on_driver` of `rows` already on the driver (Arrow: `columns` and `KEEP`)."""
     import pyarrow as pa
     from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
-    from deltalake.exceptions import CommitFailedError, DeltaError
+    from deltalake.exceptions import DeltaError
 
     table = DeltaTable(path)
     if txn is not None and (table.transaction_version(txn[0]) or -1) >= txn[1]:
@@ -308,20 +306,11 @@ def merge_rows(
             # pins) still needs one: an append of no rows.
             empty = pa.schema(table.schema().to_arrow()).empty_table()
             write_deltalake(path, empty, mode="append", commit_properties=properties)
-    except CommitFailedError as exc:
-        if not delta_rs_conflict(exc):  # an append-only table's refusal, a log store's failure
-            raise
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConcurrentBatchError(
-            "another commit landed on this table while this write was committing (another run of "
-            f"the view, or someone's OPTIMIZE, DELETE or UPDATE); this run stopped: {first}",
-            where=f"table {path}",
-            fix="run the view again: it plans from what is committed; do not run two batches of one "
-            "view at once",
-        ) from exc
     except BaseException as exc:
-        # A panic inside delta-rs (a DeltaError saying so, or pyo3's PanicException): before the
-        # commit, nothing of the batch is in the table, and Spark's MERGE can write it.
+        # A refused commit (CommitFailedError) is raised as it is: the batch says a conflict
+        # (sink/conflicts.py), naming the view and the batch. A panic inside delta-rs (a
+        # DeltaError saying so, or pyo3's PanicException): before the commit, nothing of the
+        # batch is in the table, and Spark's MERGE can write it.
         panicked = type(exc).__name__ == "PanicException" or (
             isinstance(exc, DeltaError) and "panicked" in str(exc)
         )

@@ -87,7 +87,7 @@ EXPECTED: dict[str, set[str]] = {
 
 class ConcurrentCommitError(RuntimeError):
     """Delta refused the upsert's commit because another commit landed on the table during it.
-    engine/write.py's `_concurrent` turns it, by its class, into the batch's ConcurrentBatchError;
+    sink/conflicts.py's `batch_error` turns it, by its class, into the batch's ConcurrentBatchError;
     the files it wrote stay behind, unreferenced, until VACUUM."""
 
 
