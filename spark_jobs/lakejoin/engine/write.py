@@ -6,14 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from lakejoin.delta.markers import (
-    FINAL,
-    USER_METADATA,
-    OutputCommit,
-    app_id,
-    find_commit,
-    idempotent,
-)
+from lakejoin.delta.markers import FINAL, OutputCommit, app_id, find_commit
 from lakejoin.errors import ConcurrentBatchError
 from lakejoin.sink import key_upsert
 from lakejoin.sink.choice import merge_affected, merge_full, replace_output, upsert_affected
@@ -21,6 +14,7 @@ from lakejoin.sink.conflicts import batch_error, output_error
 from lakejoin.sink.facts import WriteFacts
 from lakejoin.sink.keyed_tables import drift_error, ensure_output, schema_drift
 from lakejoin.sink.merge_terms import MergeCounts
+from lakejoin.sink.stamp import Stamp
 from lakejoin.spec.model import PipelineSpec, View
 
 if TYPE_CHECKING:
@@ -72,12 +66,8 @@ def write_state(ctx: BatchContext, kind: ViewKindLogic, rebuilt: Rebuilt) -> dic
             )
             marker = ctx.plan.marker(STATE_PART)
             try:
-                with idempotent(ctx.spark, app, max(written, default=0) + 1):
-                    ctx.spark.conf.set(USER_METADATA, marker.as_json())
-                    try:
-                        kind.write_state(ctx, rebuilt, since=base)
-                    finally:
-                        ctx.spark.conf.unset(USER_METADATA)
+                with Stamp(app, max(written, default=0) + 1, marker.as_json()).spark(ctx.spark):
+                    kind.write_state(ctx, rebuilt, since=base)
             except Exception as exc:
                 concurrent = batch_error(exc, ctx.plan.batch_id, where=f"{where} ({path})")
                 if concurrent is None:

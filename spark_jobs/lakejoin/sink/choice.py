@@ -16,15 +16,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from lakejoin.delta import key_ranges
 from lakejoin.delta.key_ranges import Keys, materialised, write_laid_out
-from lakejoin.delta.markers import USER_METADATA, OutputCommit, current_txn, operation_metrics, stamped
+from lakejoin.delta.markers import OutputCommit, operation_metrics
 from lakejoin.delta.sql_text import spark_column, spark_columns
 from lakejoin.sink import driver_merge
 from lakejoin.sink.facts import WriteFacts
 from lakejoin.sink.merge_terms import KEEP, PRESENT, MergeCounts, same_key, values_differ
 from lakejoin.sink.output_counts import final_counts
 from lakejoin.sink.spark_merge import merge_on_spark
+from lakejoin.sink.stamp import Stamp
 from lakejoin.sink.strategy import SinkFacts, Strategy, Target, choose, driver_sized, lists_keys
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ def replace_output(path: str, recomputed: DataFrame, commit: OutputCommit | None
     if commit is None:
         writer.save(path)
         return MergeCounts(inserted=recomputed.count())
-    with stamped(spark, commit.app, commit.final):
+    with Stamp.batch(commit).spark(spark):
         writer.save(path)
     return final_counts(path, commit, MergeCounts())
 
@@ -119,7 +119,9 @@ def upsert_affected(
         if choose(batch) is Strategy.DRIVER_MERGE:
             return None
     changes = change_rows(recomputed, previous.select(*spark_columns(recomputed.columns)), key)
-    return key_upsert.upsert(spark, path, changes, key, recomputed.columns, commit, note=note)
+    return key_upsert.upsert(
+        spark, path, changes, key, recomputed.columns, commit, note=note, stamp=Stamp.batch(commit)
+    )
 
 
 def change_rows(new: DataFrame, old: DataFrame, key: Sequence[str]) -> DataFrame:
@@ -185,11 +187,14 @@ def merge_full(
 
     facts = WriteFacts.of(spark, path, recomputed)
     if facts.settings.key_ranges and _empty(facts):
-        return _fill(spark, path, recomputed, key, commit)
+        stamp = Stamp.batch(commit) if commit is not None else Stamp.session(spark)
+        return _fill(spark, path, recomputed, key, stamp)
     if commit is not None and key_upsert.enabled(spark) and not _driver_sized(facts):
         table = spark.read.format("delta").load(path).select(*spark_columns(recomputed.columns))
         changes = change_rows(recomputed, table, key)
-        written = key_upsert.upsert(spark, path, changes, key, recomputed.columns, commit, note=note)
+        written = key_upsert.upsert(
+            spark, path, changes, key, recomputed.columns, commit, note=note, stamp=Stamp.batch(commit)
+        )
         if written is not None:
             return written
     return merge_by_key(
@@ -238,9 +243,11 @@ def merge_by_key(
     from pyspark.sql import functions as F
 
     facts = facts or WriteFacts.of(spark, path, source)
+    # A state table's write runs inside engine/write.py's `idempotent` block: its stamp.
+    stamp = Stamp.batch(commit) if commit is not None else Stamp.session(spark)
     if full:
         if facts.settings.key_ranges and _empty(facts):
-            return _fill(spark, path, source.where(F.col(KEEP)).select(*spark_columns(columns)), key, commit)
+            return _fill(spark, path, source.where(F.col(KEEP)).select(*spark_columns(columns)), key, stamp)
         source = _differences(spark, path, source.where(F.col(KEEP)), key, columns)
     probe = None
     if known is None or full:
@@ -252,7 +259,9 @@ def merge_by_key(
     chosen = choose(batch)
     if chosen is Strategy.DRIVER_MERGE:
         try:
-            merged = _merge_on_driver(spark, path, keyed, columns, key, commit, keys=keys, rows=rows)
+            merged = _merge_on_driver(
+                path, keyed, columns, key, stamp, keys=keys, rows=rows, listed=facts.settings.key_ranges
+            )
             return replace(merged, keys=keys)
         except driver_merge.DriverMergeFailedError as exc:  # nothing committed: Spark's MERGE writes it
             log.warning(
@@ -264,55 +273,44 @@ def merge_by_key(
     listed = None
     if lists_keys(batch):
         listed = _key_values(keyed if probe is None else probe, key[0])
-    if commit is None:
+    if stamp is None:
         counts = merge_on_spark(spark, path, keyed, columns, key, bounds=bounds, listed=listed)
     else:
-        with stamped(spark, commit.app, commit.final):
-            merged = merge_on_spark(spark, path, keyed, columns, key, bounds=bounds, listed=listed)
-        counts = final_counts(path, commit, merged)
+        with stamp.spark(spark):
+            counts = merge_on_spark(spark, path, keyed, columns, key, bounds=bounds, listed=listed)
+        if stamp.commit is not None:
+            counts = final_counts(path, stamp.commit, counts)
     return replace(counts, keys=keys)
 
 
 def _merge_on_driver(
-    spark: SparkSession,
     path: str,
     source: DataFrame,
     columns: Sequence[str],
     key: Sequence[str],
-    commit: OutputCommit | None,
+    stamp: Stamp | None,
     *,
     keys: int,
     rows: Any = None,
+    listed: bool,
 ) -> MergeCounts:
-    """The one MERGE of a batch of `keys` keys, by delta-rs (see driver_merge.py): stamped as
-    the batch commit with `commit`, else with the `idempotent` block's txn the session is in.
-    `rows`: `source` already on the driver (Arrow), else collected here."""
-    if commit is None:  # a state table: the session's txn, and its commit's metadata if it has one
-        inserted, updated, deleted, applied = driver_merge.merge_on_driver(
-            path,
-            source,
-            columns,
-            key,
-            txn=current_txn(spark),
-            user_metadata=spark.conf.get(USER_METADATA, None),
-            listed=key_ranges.enabled(spark),
-            empty=keys == 0,
-            rows=rows,
-        )
-        return MergeCounts(inserted=inserted, updated=updated, deleted=deleted, applied=applied)
-    marker = commit.final
-    inserted, updated, deleted, _ = driver_merge.merge_on_driver(
+    """The one MERGE of a batch of `keys` keys, by delta-rs (see driver_merge.py), stamped with
+    `stamp` (the batch commit's, checked after it, or a state table's). `rows`: `source` already
+    on the driver (Arrow), else collected here. `listed`: key ranges are on."""
+    inserted, updated, deleted, applied = driver_merge.merge_on_driver(
         path,
         source,
         columns,
         key,
-        txn=(commit.app, marker.txn_version),
-        user_metadata=marker.as_json(),
-        listed=key_ranges.enabled(spark),
+        txn=stamp.txn if stamp is not None else None,
+        user_metadata=stamp.user_metadata if stamp is not None else None,
+        listed=listed,
         empty=keys == 0,
         rows=rows,
     )
-    return final_counts(path, commit, MergeCounts(inserted=inserted, updated=updated, deleted=deleted))
+    if stamp is None or stamp.commit is None:
+        return MergeCounts(inserted=inserted, updated=updated, deleted=deleted, applied=applied)
+    return final_counts(path, stamp.commit, MergeCounts(inserted=inserted, updated=updated, deleted=deleted))
 
 
 def _driver_sized(facts: WriteFacts) -> bool:
@@ -361,19 +359,23 @@ def _differences(
 
 
 def _fill(
-    spark: SparkSession, path: str, rows: DataFrame, key: Sequence[str], commit: OutputCommit | None
+    spark: SparkSession, path: str, rows: DataFrame, key: Sequence[str], stamp: Stamp | None
 ) -> MergeCounts:
     """A full write into a table with no files: an append laid out by key (see key_ranges),
-    which later batches' MERGEs then read by range. Inside `markers.idempotent` a retry that
-    finds the append done writes nothing and says so."""
+    which later batches' MERGEs then read by range, stamped with `stamp`. A state table's retry
+    that finds the append done writes nothing and says so."""
     from deltalake import DeltaTable
 
-    if commit is not None:
-        with stamped(spark, commit.app, commit.final):
+    if stamp is not None and stamp.commit is not None:
+        with stamp.spark(spark):
             write_laid_out(rows, path, list(key))
-        return final_counts(path, commit, MergeCounts())
+        return final_counts(path, stamp.commit, MergeCounts())
     before = _version(path)
-    write_laid_out(rows, path, list(key))
+    if stamp is None:
+        write_laid_out(rows, path, list(key))
+    else:
+        with stamp.spark(spark):
+            write_laid_out(rows, path, list(key))
     last = DeltaTable(path).history(1)[0]
     if last["version"] == before:
         return MergeCounts(applied=False)

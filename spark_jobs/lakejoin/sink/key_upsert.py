@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta.key_ranges import write_partitions
-from lakejoin.delta.markers import OutputCommit, current_txn, failpoint, stamped
+from lakejoin.delta.markers import OutputCommit, failpoint
 from lakejoin.delta.sql_text import spark_column, spark_columns
 from lakejoin.errors import BatchStateError
 from lakejoin.sink.key_upsert_jvm import ConcurrentCommitError, Target, conflict, open_target
@@ -47,6 +47,7 @@ from lakejoin.sink.key_upsert_rules import (
 )
 from lakejoin.sink.merge_terms import MergeCounts
 from lakejoin.sink.output_counts import final_counts
+from lakejoin.sink.stamp import Stamp
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -84,12 +85,13 @@ def upsert(
     commit: OutputCommit | None,
     *,
     note: Callable[[str], None] | None = None,
+    stamp: Stamp | None = None,
 ) -> MergeCounts | None:
     """Apply `changes` to the table at `path` in one commit. `changes` holds `columns` and
     `_change_type` for each key whose row changed: an insert, an update's pre- and post-image,
-    or a delete; the pre-images and deletes hold the table's current rows of their keys. With
-    `commit` the commit is the batch commit (delta/markers.py), else it carries the txn of the
-    `idempotent` block the session is in.
+    or a delete; the pre-images and deletes hold the table's current rows of their keys. The
+    commit carries `stamp` (sink/stamp.py); without one, with `commit` it is the batch commit
+    (delta/markers.py), else it carries the txn of the `idempotent` block the session is in.
 
     None, after `note(why)`: Delta or the table is not one this write handles, or the table
     does not hold one row for each key `changes` updates or deletes, or holds a key it
@@ -101,19 +103,21 @@ def upsert(
     if target is None:
         _decline(path, str(why), note)
         return None
-    stamp = (commit.app, commit.final.txn_version) if commit is not None else current_txn(spark)
-    if stamp is not None and target.txn.txnVersion(stamp[0]) >= stamp[1]:
+    if stamp is None:
+        stamp = Stamp.batch(commit) if commit is not None else Stamp.session(spark)
+    batch = stamp.commit if stamp is not None else None
+    if stamp is not None and target.txn.txnVersion(stamp.app) >= stamp.txn_version:
         # Delta would apply the commit a second time: another run committed this batch first.
-        return final_counts(path, commit, MergeCounts()) if commit else MergeCounts(applied=False)
+        return final_counts(path, batch, MergeCounts()) if batch else MergeCounts(applied=False)
     began = time.monotonic()
     frame, counts, old_keys = _materialised(target, changes)
     fault = counts.fault()
     if fault is not None:
         raise _mismatch(path, fault)
-    if counts.change_rows == 0 and commit is None:
+    if counts.change_rows == 0 and batch is None:
         return MergeCounts(applied=False)  # a batch commit lands even empty; a state write need not
     try:
-        return _apply(target, frame, counts, old_keys, stamp, commit, (began, time.monotonic()))
+        return _apply(target, frame, counts, old_keys, stamp, (began, time.monotonic()))
     except _DisagreesError as exc:
         # The output is not what its inputs at the previous pins give (someone wrote to it, or a
         # derivation is wrong): the public MERGE, which reads the rows it replaces, makes it
@@ -181,8 +185,7 @@ def _apply(
     frame: DataFrame,
     counts: ChangeCounts,
     old_keys: list[tuple[Any, ...]] | None,
-    stamp: tuple[str, int] | None,
-    commit: OutputCommit | None,
+    stamp: Stamp | None,
     times: tuple[float, float],
 ) -> MergeCounts:
     """Mark the old rows deleted, write the new rows and the change rows, and commit it all.
@@ -190,7 +193,7 @@ def _apply(
     jvm, txn = target.jvm, target.txn
     if stamp is not None:
         # txn.commit ignores the txnAppId/txnVersion confs MERGE reads: the txn action goes in here.
-        txn.updateSetTransaction(stamp[0], stamp[1], jvm.some(int(time.time() * 1000)))
+        txn.updateSetTransaction(stamp.app, stamp.txn_version, jvm.some(int(time.time() * 1000)))
     # Delta checks only a read predicate's partition part; on an unpartitioned table TRUE makes
     # any file another writer adds meanwhile a conflict, also for a batch of inserts, which reads
     # no file of the table.
@@ -215,7 +218,7 @@ def _apply(
     metrics = commit_metrics(counts, dv, files, {k: int(v * 1000) for k, v in seconds.items()})
     # After writeFiles, which registers a numOutputRows of its own (data and change rows).
     txn.registerSQLMetrics(jvm.session, jvm.smap({k: jvm.metric(v) for k, v in metrics.items()}))
-    return counts.merge_counts(_commit(target, actions.appendedAll(written), commit))
+    return counts.merge_counts(_commit(target, actions.appendedAll(written), stamp))
 
 
 def _mark_old_rows(
@@ -371,7 +374,7 @@ def _write_rows(target: Target, frame: DataFrame, counts: ChangeCounts) -> tuple
     return actions, WrittenFiles(data, changes, size)
 
 
-def _commit(target: Target, actions: Any, commit: OutputCommit | None) -> int:
+def _commit(target: Target, actions: Any, stamp: Stamp | None) -> int:
     """Commit `actions` (and the txn's SetTransaction) as a MERGE: its version."""
     jvm = target.jvm
     predicate = getattr(jvm.delta, "DeltaOperations$MergePredicate")
@@ -390,10 +393,10 @@ def _commit(target: Target, actions: Any, commit: OutputCommit | None) -> int:
     tags = jvm.smap({TAG: TAG_VALUE})
     failpoint("before_upsert_commit")  # its files are written, none is in a commit yet
     try:
-        if commit is None:
+        if stamp is None:
             return int(target.txn.commit(actions, operation, tags))
-        # commit takes userMetadata from the session conf `stamped` sets: Merge carries none.
-        with stamped(target.spark, commit.app, commit.final):
+        # commit takes userMetadata from the session conf the stamp sets: Merge carries none.
+        with stamp.spark(target.spark):
             return int(target.txn.commit(actions, operation, tags))
     except Exception as exc:
         refused = conflict(jvm, exc)
