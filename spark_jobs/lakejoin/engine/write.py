@@ -1,27 +1,27 @@
-"""Step 6 of a batch: the state tables a view keeps, then the output MERGE whose last commit is
-the batch commit (delta/markers.py)."""
+"""Step 6 of a batch: the state tables a view keeps, then the output write (sink/entry.py), whose
+last commit is the batch commit (delta/markers.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lakejoin.delta.markers import FINAL, OutputCommit, app_id, find_commit
 from lakejoin.errors import ConcurrentBatchError
-from lakejoin.sink import key_upsert
-from lakejoin.sink.choice import merge_affected, merge_full, replace_output, upsert_affected
 from lakejoin.sink.conflicts import batch_error, output_error
-from lakejoin.sink.facts import WriteFacts
+from lakejoin.sink.entry import KeyedWrite
+from lakejoin.sink.entry import write as sink_write
+from lakejoin.sink.facts import SessionSettings, WriteFacts
 from lakejoin.sink.keyed_tables import drift_error, ensure_output, schema_drift
 from lakejoin.sink.merge_terms import MergeCounts
 from lakejoin.sink.stamp import Stamp
+from lakejoin.sink.strategy import Strategy
 from lakejoin.spec.model import PipelineSpec, View
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from lakejoin.delta.identity import Identities
-    from lakejoin.delta.key_ranges import KeyRange
     from lakejoin.delta.plans import BatchPlan
     from lakejoin.engine.health import FlaggedUpdate
     from lakejoin.sink.choice import HeldRows
@@ -96,6 +96,7 @@ class OutputWrite:
     counts: MergeCounts
     version: int
     note: str | None = None
+    strategy: Strategy | None = None
 
 
 def write_output(
@@ -109,40 +110,35 @@ def write_output(
     rebuilt: Rebuilt,
     identities: Identities | None = None,
     held: HeldRows | None = None,
+    settings: SessionSettings | None = None,
 ) -> OutputWrite:
-    """MERGE the recomputed rows into the output; its last commit carries the batch, `pins` and
-    which table each pin is of (`identities`, the plan's when not given). `held`: the rows and
-    the affected keys of a small batch on the driver, which the driver's MERGE writes as they
-    are."""
+    """Write the recomputed rows into the output through the sink's entry (sink/entry.py); its
+    last commit carries the batch, `pins` and which table each pin is of (`identities`, the
+    plan's when not given). `held`: the rows and the affected keys of a small batch on the
+    driver, which the driver's MERGE writes as they are. `settings`: the batch's write settings,
+    which its derivation read already (strategy.may_upsert)."""
     affected = rebuilt.affected
     where = f"view '{view.name}' output ({view.path})"
-    keys = list(kind.output_key)
     ensure_output(spark, view.path, recomputed.schema)
     drift = schema_drift(spark, view.path, recomputed.schema)
     if drift and affected is not None:
         raise drift_error(drift, where=where)
     commit = OutputCommit(app_id(spec.name, view.name), plan.marker(FINAL, pins, identities))
-    note = None
+    asked = KeyedWrite(
+        view.path,
+        tuple(kind.output_key),
+        recomputed,
+        affected,
+        commit,
+        counted=rebuilt.affected_count,
+        bounds=rebuilt.bounds,
+        previous=rebuilt.previous,
+        held=held,
+        drift=drift or None,
+        rewrite=plan.rewrite or None,
+    )
     try:
-        if drift or (plan.rewrite and affected is None):
-            counts = replace_output(view.path, recomputed, commit)
-            note = f"rewritten for a schema change: {drift}" if drift else f"rewritten: {plan.rewrite}"
-        elif affected is None:
-            declined: list[str] = []
-            counts = merge_full(spark, view.path, recomputed, keys, commit, note=declined.append)
-            note = declined[0] if declined else None
-        else:
-            facts = WriteFacts.of(spark, view.path, recomputed)
-            upserted, note = _upsert(spark, view.path, recomputed, rebuilt, keys, commit, facts)
-            if upserted is not None:
-                counts = upserted
-            else:
-                known = None
-                if rebuilt.affected_count is not None and rebuilt.bounds is not None:
-                    known = (affected, rebuilt.affected_count, rebuilt.bounds)
-                counts = merge_affected(
-                    spark, view.path, recomputed, affected, keys, commit, known=known, held=held, facts=facts
-                )
+        written = sink_write(spark, asked, WriteFacts.of(spark, view.path, recomputed, settings))
     except Exception as exc:
         concurrent = output_error(
             exc, path=view.path, app=commit.app, batch_id=commit.final.batch_id, where=where
@@ -150,59 +146,9 @@ def write_output(
         if concurrent is None or concurrent is exc:
             raise
         raise concurrent from exc
+    counts = written.counts
     assert counts.version is not None
-    return OutputWrite(counts, counts.version, note)
-
-
-def _upsert(
-    spark: SparkSession,
-    path: str,
-    recomputed: DataFrame,
-    rebuilt: Rebuilt,
-    keys: list[str],
-    commit: OutputCommit,
-    facts: WriteFacts,
-) -> tuple[MergeCounts | None, str | None]:
-    """The batch written by the one-commit upsert: from the affected keys' rows at the previous
-    pins when the view kind derived them (`Rebuilt.previous`), else from the output's own rows
-    of those keys, read as a MERGE would read them (a repair, enrich's `lookup` mode). None
-    and why: the upsert is off, or it declined (the caller writes the batch with the MERGE, given
-    the same `facts`)."""
-    affected = rebuilt.affected
-    assert affected is not None, "a batch of affected keys"
-    previous = rebuilt.previous
-    if previous is None:
-        if not key_upsert.enabled(spark):
-            return None, None
-        previous = held_rows(spark, path, affected, keys, rebuilt.bounds)
-    declined: list[str] = []
-    counts = upsert_affected(
-        spark,
-        path,
-        recomputed,
-        previous,
-        keys,
-        commit,
-        keys=rebuilt.affected_count,
-        note=declined.append,
-        facts=facts,
-    )
-    if counts is None:
-        return None, declined[0] if declined else None
-    return replace(counts, keys=rebuilt.affected_count or 0), None
-
-
-def held_rows(
-    spark: SparkSession, path: str, affected: DataFrame, keys: list[str], bounds: KeyRange | None
-) -> DataFrame:
-    """The output's rows of the affected keys (`affected`, materialised, within `bounds` when
-    known, on which Delta skips files)."""
-    from pyspark.sql import functions as F
-
-    table = spark.read.format("delta").load(path)
-    if bounds is not None:
-        table = table.where(bounds.covers())
-    return table.join(F.broadcast(affected.select(*keys)), on=keys, how="left_semi")
+    return OutputWrite(counts, counts.version, written.note, written.strategy)
 
 
 def write_flagged(update: FlaggedUpdate, spec: PipelineSpec, view: View, batch_id: int) -> int | None:

@@ -1,18 +1,17 @@
-"""Writing a view's output: a batch changes only the rows whose content changed (no spurious
-change rows): new rows inserted, changed ones updated, gone ones deleted, in one commit.
+"""The writers of a batch's keyed rows: a batch changes only the rows whose content changed (no
+spurious change rows): new rows inserted, changed ones updated, gone ones deleted, in one commit.
 
-An output's batch is written by lakejoin's own upsert (key_upsert.py), which reads only the
-output's key column, when the view kind derived the affected keys' old rows (`upsert_affected`)
-and for a full refresh's differences (`merge_full`); a batch of a handful of keys into a small
-table by the driver's MERGE (driver_merge.py, no Spark job); the rest, and every batch the
-upsert declines, by Delta's public MERGE (spark_merge.py), the way strategy.py chooses.
-The tables it writes are created by keyed_tables.py, and an output write's counts come from
-output_counts.py."""
+The table rewritten (`replace_output`, `fill`), the change rows the one-commit upsert takes
+(`change_rows`, key_upsert.py), a MERGE of the keyed rows (`merge_keyed`: the driver's,
+driver_merge.py, no Spark job, or Delta's public MERGE, spark_merge.py). sink/entry.py chooses
+among them for a view's output (strategy.choose_output); `merge_by_key` chooses a MERGE by
+strategy.choose alone, for the state tables a view keeps. The tables it writes are created by
+keyed_tables.py, and an output write's counts come from output_counts.py."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -21,14 +20,16 @@ from lakejoin.delta.markers import OutputCommit, operation_metrics
 from lakejoin.delta.sql_text import spark_column, spark_columns
 from lakejoin.sink import driver_merge
 from lakejoin.sink.facts import WriteFacts
-from lakejoin.sink.merge_terms import KEEP, PRESENT, MergeCounts, same_key, values_differ
+from lakejoin.sink.merge_terms import KEEP, MergeCounts, same_key, values_differ
 from lakejoin.sink.output_counts import final_counts
 from lakejoin.sink.spark_merge import merge_on_spark
 from lakejoin.sink.stamp import Stamp
-from lakejoin.sink.strategy import SinkFacts, Strategy, Target, choose, driver_sized, lists_keys
+from lakejoin.sink.strategy import SinkFacts, Strategy, Target, choose, lists_keys
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from lakejoin.delta.key_ranges import KeyRange
 
 log = logging.getLogger(__name__)
 
@@ -46,42 +47,6 @@ def replace_output(path: str, recomputed: DataFrame, commit: OutputCommit | None
     return final_counts(path, commit, MergeCounts())
 
 
-def merge_affected(
-    spark: SparkSession,
-    path: str,
-    recomputed: DataFrame,
-    affected: DataFrame,
-    key: Sequence[str],
-    commit: OutputCommit | None = None,
-    *,
-    known: Keys | None = None,
-    held: HeldRows | None = None,
-    facts: WriteFacts | None = None,
-) -> MergeCounts:
-    """Write the recomputed rows of the affected keys; affected keys with no row are deleted.
-    `known`: `affected` as `key_ranges.materialised` gave it (frame, count, range). `held`: the
-    same rows and keys on the driver, which the driver's MERGE writes as they are (no Spark job
-    reads the rows again). `facts`: the write's, when `upsert_affected` gathered them first."""
-    from pyspark.sql import functions as F
-
-    present = recomputed.withColumn(PRESENT, F.lit(True))
-    source = affected.select(*spark_columns(key)).join(present, on=list(key), how="left")
-    source = source.withColumn(KEEP, F.col(PRESENT).isNotNull()).drop(PRESENT)
-    rows = driver_merge.keyed_rows(held.rows, held.keys, key) if held is not None else None
-    return merge_by_key(
-        spark,
-        path,
-        source,
-        key,
-        recomputed.columns,
-        full=False,
-        commit=commit,
-        known=known,
-        rows=rows,
-        facts=facts or WriteFacts.of(spark, path, recomputed),
-    )
-
-
 @dataclass(frozen=True)
 class HeldRows:
     """A small batch's recomputed rows on the driver (`rows`, a pyarrow Table of the output's
@@ -89,39 +54,6 @@ class HeldRows:
 
     rows: Any
     keys: Sequence[tuple[Any, ...]]
-
-
-def upsert_affected(
-    spark: SparkSession,
-    path: str,
-    recomputed: DataFrame,
-    previous: DataFrame,
-    key: Sequence[str],
-    commit: OutputCommit,
-    *,
-    keys: int | None,
-    note: Callable[[str], None],
-    facts: WriteFacts | None = None,
-) -> MergeCounts | None:
-    """Write the affected keys' rows (`recomputed`, `keys` of them when counted) given the rows
-    the output holds for those keys (`previous`, derived from the inputs at the previous pins:
-    views/base.Rebuilt): the change rows of the keys whose row differs, in one commit that
-    reads only the output's key column (key_upsert.py).
-
-    None: the caller writes the batch with `merge_affected` (given the same `facts`). Either
-    the keys are few enough for the driver's MERGE (delta-rs, no Spark job), or the upsert
-    declined, after `note(why)`; nothing was written either way."""
-    from lakejoin.sink import key_upsert
-
-    if keys is not None:
-        facts = facts or WriteFacts.of(spark, path, recomputed)
-        batch = SinkFacts(Target.OUTPUT, full=False, keys=keys, settings=facts.settings, table=facts.table)
-        if choose(batch) is Strategy.DRIVER_MERGE:
-            return None
-    changes = change_rows(recomputed, previous.select(*spark_columns(recomputed.columns)), key)
-    return key_upsert.upsert(
-        spark, path, changes, key, recomputed.columns, commit, note=note, stamp=Stamp.batch(commit)
-    )
 
 
 def change_rows(new: DataFrame, old: DataFrame, key: Sequence[str]) -> DataFrame:
@@ -172,41 +104,15 @@ def merge_full(
     recomputed: DataFrame,
     key: Sequence[str],
     commit: OutputCommit | None = None,
-    *,
-    note: Callable[[str], None] | None = None,
 ) -> MergeCounts:
-    """Make the output hold exactly a full recompute: rows missing from it are deleted,
-    unchanged rows are left alone. An output's differences are found by one join of the
-    recompute with the table, which gives their old rows too: the one-commit upsert writes them
-    (key_upsert.py), else, after `note(why)`, Delta's MERGE. A table small enough for the
-    driver (`_driver_sized`) has its differences written by `merge_by_key`: by the driver's
-    MERGE when they are few."""
+    """Make the table hold exactly a full recompute, as the MERGEs write it (`merge_by_key`,
+    its differences only: rows missing from it are deleted, unchanged rows left alone). A
+    view's batch writes its full refresh through sink/entry.py, whose choice may take the
+    one-commit upsert instead."""
     from pyspark.sql import functions as F
 
-    from lakejoin.sink import key_upsert
-
-    facts = WriteFacts.of(spark, path, recomputed)
-    if facts.settings.key_ranges and _empty(facts):
-        stamp = Stamp.batch(commit) if commit is not None else Stamp.session(spark)
-        return _fill(spark, path, recomputed, key, stamp)
-    if commit is not None and key_upsert.enabled(spark) and not _driver_sized(facts):
-        table = spark.read.format("delta").load(path).select(*spark_columns(recomputed.columns))
-        changes = change_rows(recomputed, table, key)
-        written = key_upsert.upsert(
-            spark, path, changes, key, recomputed.columns, commit, note=note, stamp=Stamp.batch(commit)
-        )
-        if written is not None:
-            return written
-    return merge_by_key(
-        spark,
-        path,
-        recomputed.withColumn(KEEP, F.lit(True)),
-        key,
-        recomputed.columns,
-        full=True,
-        commit=commit,
-        facts=facts,
-    )
+    source = recomputed.withColumn(KEEP, F.lit(True))
+    return merge_by_key(spark, path, source, key, recomputed.columns, full=True, commit=commit)
 
 
 def merge_by_key(
@@ -245,34 +151,84 @@ def merge_by_key(
     facts = facts or WriteFacts.of(spark, path, source)
     # A state table's write runs inside engine/write.py's `idempotent` block: its stamp.
     stamp = Stamp.batch(commit) if commit is not None else Stamp.session(spark)
-    if full:
-        if facts.settings.key_ranges and _empty(facts):
-            return _fill(spark, path, source.where(F.col(KEEP)).select(*spark_columns(columns)), key, stamp)
-        source = _differences(spark, path, source.where(F.col(KEEP)), key, columns)
-    probe = None
-    if known is None or full:
-        keyed, keys, bounds = materialised(source, list(key))
-    else:
-        (probe, keys, bounds), keyed = known, source
+    if full and facts.settings.key_ranges and _empty(facts):
+        return fill(spark, path, source.where(F.col(KEEP)).select(*spark_columns(columns)), key, stamp)
+    keyed = keyed_source(spark, path, source, key, columns, full=full, known=known)
     target = Target.STATE if commit is None else Target.OUTPUT
-    batch = SinkFacts(target, full=full, keys=keys, settings=facts.settings, table=facts.table)
+    batch = SinkFacts(target, full=full, keys=keyed.keys, settings=facts.settings, table=facts.table)
     chosen = choose(batch)
     if chosen is Strategy.DRIVER_MERGE:
         try:
-            merged = _merge_on_driver(
-                path, keyed, columns, key, stamp, keys=keys, rows=rows, listed=facts.settings.key_ranges
-            )
-            return replace(merged, keys=keys)
+            return merge_keyed(chosen, spark, path, keyed, batch, key, columns, stamp, rows=rows)
         except driver_merge.DriverMergeFailedError as exc:  # nothing committed: Spark's MERGE writes it
-            log.warning(
-                "lakejoin: the driver's MERGE into %s failed (%s); Spark's MERGE writes the batch", path, exc
-            )
-            chosen = choose(replace(batch, driver_failed=True))
-    if chosen is Strategy.NO_COMMIT:  # nothing differs: a state table takes no commit
+            told_driver_failed(path, exc)
+            batch = replace(batch, driver_failed=True)
+            chosen = choose(batch)
+    return merge_keyed(chosen, spark, path, keyed, batch, key, columns, stamp, rows=rows)
+
+
+@dataclass(frozen=True)
+class KeyedSource:
+    """What a MERGE writes: the keyed rows (`keyed`: the output's `columns` and `KEEP`, one row
+    a key), how many keys (`keys`) and their range (`bounds`); `probe`, the affected keys'
+    materialised frame when the batch gave it, whose values a listed MERGE reads."""
+
+    keyed: DataFrame
+    keys: int
+    bounds: KeyRange | None
+    probe: DataFrame | None = None
+
+
+def keyed_source(
+    spark: SparkSession,
+    path: str,
+    source: DataFrame,
+    key: Sequence[str],
+    columns: Sequence[str],
+    *,
+    full: bool,
+    known: Keys | None = None,
+) -> KeyedSource:
+    """`source` as a MERGE writes it: for a `full` write, its differences with the table only
+    (`_differences`), counted in a Spark job; otherwise `source`, counted unless `known`."""
+    from pyspark.sql import functions as F
+
+    if full:
+        source = _differences(spark, path, source.where(F.col(KEEP)), key, columns)
+    if known is None or full:
+        keyed, keys, bounds = materialised(source, list(key))
+        return KeyedSource(keyed, keys, bounds)
+    probe, keys, bounds = known
+    return KeyedSource(source, keys, bounds, probe)
+
+
+def merge_keyed(
+    strategy: Strategy,
+    spark: SparkSession,
+    path: str,
+    source: KeyedSource,
+    batch: SinkFacts,
+    key: Sequence[str],
+    columns: Sequence[str],
+    stamp: Stamp | None,
+    *,
+    rows: Any = None,
+) -> MergeCounts:
+    """Write `source` by the MERGE `strategy` names (`batch`: the facts it was chosen by),
+    stamped with `stamp`; the counts say how many keys it covered. A state table's batch of no
+    key (NO_COMMIT) writes nothing. Raises DriverMergeFailedError when delta-rs failed before its
+    commit (nothing written)."""
+    if strategy is Strategy.NO_COMMIT:  # nothing differs: a state table takes no commit
         return MergeCounts(applied=False)
+    keyed, keys, bounds = source.keyed, source.keys, source.bounds
+    if strategy is Strategy.DRIVER_MERGE:
+        listed_keys = batch.settings.key_ranges
+        merged = _merge_on_driver(path, keyed, columns, key, stamp, keys=keys, rows=rows, listed=listed_keys)
+        return replace(merged, keys=keys)
+    assert strategy is Strategy.SPARK_MERGE, strategy
     listed = None
     if lists_keys(batch):
-        listed = _key_values(keyed if probe is None else probe, key[0])
+        listed = _key_values(keyed if source.probe is None else source.probe, key[0])
     if stamp is None:
         counts = merge_on_spark(spark, path, keyed, columns, key, bounds=bounds, listed=listed)
     else:
@@ -281,6 +237,11 @@ def merge_by_key(
         if stamp.commit is not None:
             counts = final_counts(path, stamp.commit, counts)
     return replace(counts, keys=keys)
+
+
+def told_driver_failed(path: str, exc: Exception) -> None:
+    """Say that the driver's MERGE failed before its commit, and Spark's writes the batch."""
+    log.warning("lakejoin: the driver's MERGE into %s failed (%s); Spark's MERGE writes the batch", path, exc)
 
 
 def _merge_on_driver(
@@ -311,13 +272,6 @@ def _merge_on_driver(
     if stamp is None or stamp.commit is None:
         return MergeCounts(inserted=inserted, updated=updated, deleted=deleted, applied=applied)
     return final_counts(path, stamp.commit, MergeCounts(inserted=inserted, updated=updated, deleted=deleted))
-
-
-def _driver_sized(facts: WriteFacts) -> bool:
-    """Whether a full write's differences go to `merge_by_key` (strategy.driver_sized). A full
-    recompute of a small view (a fan-out fallback on a table of a few rows) then costs a join
-    and a delta-rs MERGE, 0.3-0.5 s, not the JVM upsert's 2.5 s (the demo, session 57)."""
-    return driver_sized(facts.settings, facts.table)
 
 
 def _key_values(keys: DataFrame, column: str) -> list[Any] | None:
@@ -358,7 +312,7 @@ def _differences(
     )
 
 
-def _fill(
+def fill(
     spark: SparkSession, path: str, rows: DataFrame, key: Sequence[str], stamp: Stamp | None
 ) -> MergeCounts:
     """A full write into a table with no files: an append laid out by key (see key_ranges),

@@ -217,7 +217,7 @@ def keyed_rows(rows: pa.Table, keys: Sequence[tuple[Any, ...]], key: Sequence[st
     """`merge_on_driver`'s source for the rows of a batch of `keys` on the driver: each row of
     `rows` whose key is one of `keys`, `KEEP` true, and each of `keys` without a row, `KEEP`
     false (its other columns null): the affected keys left-joined to their rows, as Spark
-    builds it for a batch whose rows are not on the driver (`choice.merge_affected`)."""
+    builds it for a batch whose rows are not on the driver (sink/entry.py)."""
     import pyarrow as pa
 
     from lakejoin.delta.lookups import key_tuples, within

@@ -10,7 +10,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from lakejoin.delta import key_ranges
-from lakejoin.sink import driver_merge, spark_merge
+from lakejoin.sink import driver_merge, key_upsert, spark_merge
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -19,10 +19,15 @@ if TYPE_CHECKING:
 
 
 class SessionSettings:
-    """strategy.Settings from the session's Spark conf, each read when first asked."""
+    """strategy.OutputSettings from the session's Spark conf, each read when first asked, once
+    a batch: its derivation asks `upsert` (strategy.may_upsert), its write the rest."""
 
     def __init__(self, spark: SparkSession) -> None:
         self._spark = spark
+
+    @cached_property
+    def upsert(self) -> bool:
+        return key_upsert.enabled(self._spark)
 
     @cached_property
     def listed_max_keys(self) -> int:
@@ -99,6 +104,9 @@ class WriteFacts:
     table: LoggedTable
 
     @classmethod
-    def of(cls, spark: SparkSession, path: str, source: DataFrame) -> WriteFacts:
-        """The facts of a write of `source`'s columns into the table at `path`; none read yet."""
-        return cls(SessionSettings(spark), LoggedTable(path, source))
+    def of(
+        cls, spark: SparkSession, path: str, source: DataFrame, settings: SessionSettings | None = None
+    ) -> WriteFacts:
+        """The facts of a write of `source`'s columns into the table at `path`; none read yet
+        (`settings`: the batch's, some of them read already)."""
+        return cls(settings or SessionSettings(spark), LoggedTable(path, source))

@@ -23,7 +23,7 @@ class MergeCounts:
     deleted: int = 0
     applied: bool = True
     version: int | None = None  # the batch commit's version, when the write carried one
-    keys: int = 0  # the keys the write covered (merge_affected: the batch's affected keys)
+    keys: int = 0  # the keys the write covered (an incremental batch: its affected keys)
 
 
 def same_key(a: str, b: str, key: Sequence[str]) -> Column:
