@@ -229,3 +229,31 @@ def test_any_other_error_is_raised_as_it_is():
 
     with pytest.raises(ConflictError):
         written(_facts(full=True), Failing())
+
+
+@pytest.mark.parametrize(
+    ("mode", "rewrite", "on", "previous", "asked"),
+    [
+        ("INCREMENTAL", None, True, True, ["upsert"]),
+        ("INCREMENTAL", None, False, False, ["upsert"]),
+        ("INCREMENTAL", "the output's key changed", True, False, []),
+        ("REPAIR", None, True, False, []),
+        ("FULL_REFRESH", None, True, False, []),
+    ],
+)
+def test_a_batch_derives_the_old_rows_by_the_settings_its_write_takes(mode, rewrite, on, previous, asked):
+    """engine/batch.derivation asks the batch's one settings object (which the write takes
+    after it) whether the upsert may write the batch: the switch is read once a batch."""
+    from types import SimpleNamespace
+
+    from lakejoin.delta.records import BatchMode
+    from lakejoin.engine.batch import derivation
+
+    settings = Asked(upsert_on=on)
+    plan = SimpleNamespace(mode=BatchMode[mode], rewrite=rewrite)
+    kind = SimpleNamespace(health_measures=())
+
+    found = derivation(None, kind, plan, settings)  # type: ignore[arg-type]
+
+    assert found.previous is previous and not found.health
+    assert settings.asked == asked

@@ -55,7 +55,8 @@ from lakejoin.quality.health import Health, breaches
 from lakejoin.quality.health_checks import validation as health_validation
 from lakejoin.quality.validations import Validation
 from lakejoin.sink.choice import HeldRows
-from lakejoin.sink.key_upsert import enabled as upsert_enabled
+from lakejoin.sink.facts import SessionSettings
+from lakejoin.sink.strategy import may_upsert
 from lakejoin.spec.definition import fingerprint
 from lakejoin.spec.layout import health_path, state_path
 from lakejoin.spec.model import PipelineSpec, View
@@ -303,7 +304,8 @@ def _run_planned(
             clock.enter(None)
             _log_unchanged(log, plan, summary)
             return
-    ctx = ctx.deriving(derivation(spark, kind, plan), **found_by(inputs))
+    settings = SessionSettings(spark)  # read once a batch: by its derivation and by its write
+    ctx = ctx.deriving(derivation(spark, kind, plan, settings), **found_by(inputs))
     clock.enter(Phase.AFFECTED)
     try:
         derived = derive(ctx, kind, inputs, lambda: clock.enter(Phase.RECOMPUTE))
@@ -325,7 +327,7 @@ def _run_planned(
     if checks:
         _check(ctx, kind, derived, counted, summary, lineage, log)
     clock.enter(Phase.WRITE)
-    committed = write(ctx, kind, derived, counted)
+    committed = write(ctx, kind, derived, counted, settings)
     _take_write(summary, derived, committed)
     audited = None
     if plan.audit_slice is not None and checks:
@@ -389,13 +391,17 @@ def found_by(inputs: Inputs | None) -> dict[str, Any]:
     }
 
 
-def derivation(spark: SparkSession, kind: ViewKindLogic, plan: BatchPlan) -> Derivation:
+def derivation(
+    spark: SparkSession, kind: ViewKindLogic, plan: BatchPlan, settings: SessionSettings | None = None
+) -> Derivation:
     """How the batch derives its rows. The affected keys' rows at the previous pins are, by the
     contract, the output's: derived from what the batch reads, the write need not read them
-    (sink/key_upsert.py). Not in a repair, which mends an output that may not be what its inputs
-    give. Rows flagged with their join health when the kind counts any."""
+    (sink/key_upsert.py), when the upsert may write the batch (strategy.may_upsert, asked of the
+    batch's `settings`, which its write then takes). Not in a repair, which mends an output that
+    may not be what its inputs give. Rows flagged with their join health when the kind counts any."""
     incremental = plan.mode is BatchMode.INCREMENTAL and not plan.rewrite
-    return Derivation(previous=incremental and upsert_enabled(spark), health=bool(kind.health_measures))
+    may = may_upsert(settings or SessionSettings(spark), incremental=incremental)
+    return Derivation(previous=may, health=bool(kind.health_measures))
 
 
 def derive(
@@ -472,9 +478,15 @@ def _check(
     summary.report, lineage.checks = report.report_path, report.checks
 
 
-def write(ctx: BatchContext, kind: ViewKindLogic, derived: Derived, counted: Counted | None) -> Committed:
+def write(
+    ctx: BatchContext,
+    kind: ViewKindLogic,
+    derived: Derived,
+    counted: Counted | None,
+    settings: SessionSettings | None = None,
+) -> Committed:
     """6. write: the state tables, then the flagged keys, then the output, whose last commit is
-    the batch's commit."""
+    the batch's commit (`settings`: the batch's write settings, its derivation's)."""
     spec, view, plan = ctx.spec, ctx.view, ctx.plan
     pins = dict(plan.pinned_versions)
     if plan.mode is not BatchMode.REPAIR:  # a repair re-derives rows at the state's own pins
@@ -487,7 +499,17 @@ def write(ctx: BatchContext, kind: ViewKindLogic, derived: Derived, counted: Cou
             pins[HEALTH_PIN] = version
     identities = {**plan.identities, **written_identities(spec, view, kind, plan, pins)}
     output = write_output(
-        ctx.spark, spec, view, kind, plan, pins, derived.recomputed, derived.rebuilt, identities, derived.held
+        ctx.spark,
+        spec,
+        view,
+        kind,
+        plan,
+        pins,
+        derived.recomputed,
+        derived.rebuilt,
+        identities,
+        derived.held,
+        settings,
     )
     failpoint("after_output_commit")
     return Committed(pins, identities, output)
