@@ -199,3 +199,27 @@ def test_an_error_at_a_key_without_a_line_points_at_its_nearest_parent():
     assert isinstance(error, SpecError)
     assert (error.line, error.key) == (3, "sources.products.columns.x")  # sources.products's line
     assert str(error) == "shop.yaml:3 (at 'sources.products.columns.x'): what\n  fix: fix"
+
+
+def test_the_write_that_made_a_batch_is_logged_and_older_rows_read_none(tmp_path):
+    """The batch log's `write` column (issue 53): a batch's strategy read back as written; a
+    log written before the column, and a row that wrote no output, read None."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from lakejoin.delta.log import BatchLog, _schema
+
+    path = str(tmp_path / "log")
+    older = _schema().remove(_schema().get_field_index("write"))
+    row = {"pipeline": "p", "view": "v", "batch_id": 1, "status": "committed", "mode": "full_refresh"}
+    row.update(start_versions=[], pinned_versions=[], output_version=1, metrics=[], notes="{}")
+    write_deltalake(path, pa.Table.from_pylist([{**row, "recorded_at": None}], schema=older))
+    log = BatchLog("p", path)
+    log.append(
+        BatchRecord("v", 2, C, BatchMode.INCREMENTAL, {}, {}, output_version=2, write="upsert"),
+        BatchRecord("v", 3, A, BatchMode.INCREMENTAL, {}, {}),
+    )
+
+    assert [r.write for r in log.history("v")] == [None, "upsert", None]
+    figures = BatchSummary("v", BatchOutcome.COMMITTED, batch_id=2, write="upsert").figures()
+    assert figures["write"] == "upsert"

@@ -227,6 +227,20 @@ def test_a_fan_out_fallback_is_the_output_s_mode_with_its_decision_as_the_reason
     assert written["reason"] == summary.notes["strategy"]
 
 
+def test_the_output_facet_names_the_write_that_made_the_batch_commit(spec):
+    """The sink's strategy (sink/strategy.py) rides in the output facet, under its own key: the
+    fan-out decision is the facet's `reason`, never a "strategy"."""
+    lineage = BatchLineage(spec, spec.views["display_products"], plan_of(), client=None)
+    summary = summary_of()
+    unnamed = json.loads(Serde.to_json(lineage._output(summary)))["outputFacets"]["lakejoin_output"]
+    summary.write = "upsert"
+
+    written = json.loads(Serde.to_json(lineage._output(summary)))["outputFacets"]["lakejoin_output"]
+
+    assert written["write"] == "upsert"
+    assert unnamed.get("write") is None
+
+
 def test_a_batch_keeps_its_run_id_and_without_a_parent_has_none(spec):
     assert run_id("shop", "display_products", 7) == run_id("shop", "display_products", 7)
     assert len({run_id("shop", "display_products", b) for b in (7, 8)}) == 2

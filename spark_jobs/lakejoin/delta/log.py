@@ -54,6 +54,7 @@ def _schema() -> pa.Schema:
             ("notes", pa.string()),
             ("definition", pa.string()),  # its fingerprint; added in session 37 (older rows: null)
             ("identities", pa.string()),  # JSON, delta/identity.py; added in session 55 (older: null)
+            ("write", pa.string()),  # the strategy that wrote the output; added in issue 53 (older: null)
         ]
     )
 
@@ -139,6 +140,7 @@ class BatchLog:
                 "notes": json.dumps(r.notes, sort_keys=True),
                 "definition": r.definition,
                 "identities": json.dumps(identities_json(r.identities)) if r.identities else None,
+                "write": r.write,
             }
             for r in records
         ]
@@ -204,4 +206,5 @@ def _record(row: dict[str, Any]) -> BatchRecord:
         output_version=int(row["output_version"]),
         definition=row.get("definition"),
         identities=identities_from(json.loads(row.get("identities") or "null")),
+        write=row.get("write"),
     )

@@ -45,6 +45,9 @@ class BatchRecord:
     definition: str | None = None
     # Which table each pin is of (delta/identity.py); empty for batches logged before session 55.
     identities: dict[str, TableIdentity] = field(default_factory=dict)
+    # The strategy that wrote the output (sink/strategy.Strategy's value); None for a batch that
+    # wrote none, and for batches logged before issue 53.
+    write: str | None = None
 
 
 def last_of(records: list[BatchRecord], status: BatchStatus | None = None) -> BatchRecord | None:

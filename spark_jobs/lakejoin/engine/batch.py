@@ -56,7 +56,7 @@ from lakejoin.quality.health_checks import validation as health_validation
 from lakejoin.quality.validations import Validation
 from lakejoin.sink.choice import HeldRows
 from lakejoin.sink.facts import SessionSettings
-from lakejoin.sink.strategy import may_upsert
+from lakejoin.sink.strategy import may_upsert, write_note
 from lakejoin.spec.definition import fingerprint
 from lakejoin.spec.layout import health_path, state_path
 from lakejoin.spec.model import PipelineSpec, View
@@ -111,16 +111,21 @@ class BatchSummary:
     kind_metrics: dict[str, int] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
     identities: Identities = field(default_factory=dict, repr=False)  # which table each pin is of
+    write: str | None = None  # the strategy that wrote the output (sink/strategy.Strategy's value)
 
     def figures(self) -> dict:
-        """What an Airflow task keeps of the batch as its XCom (and spark-submit prints as JSON)."""
-        return {
+        """What an Airflow task keeps of the batch as its XCom (and spark-submit prints as JSON);
+        `write` when the batch wrote its output."""
+        figures = {
             "view": self.view,
             "outcome": self.outcome.value,
             "batch_id": self.batch_id,
             "pinned_versions": self.pinned_versions,
             "metrics": self.metrics(),
         }
+        if self.write is not None:
+            figures["write"] = self.write
+        return figures
 
     def metrics(self) -> dict[str, int]:
         counts = {f"changed_keys.{name}": n for name, n in self.changed_keys.items()}
@@ -525,6 +530,10 @@ def _take_write(summary: BatchSummary, derived: Derived, committed: Committed) -
     summary.unchanged_skipped = max(summary.recomputed_rows - counts.inserted - counts.updated, 0)
     if committed.output.note:
         summary.notes["output"] = committed.output.note
+    written = committed.output
+    if written.strategy is not None:
+        summary.write = written.strategy.value
+        summary.notes["write"] = write_note(written.strategy, written.tried)
 
 
 @dataclass(frozen=True)
@@ -636,6 +645,7 @@ def _record(plan: BatchPlan, summary: BatchSummary, status: BatchStatus) -> Batc
         output_version=summary.output_version if summary.output_version is not None else -1,
         definition=fingerprint(plan.definition) if plan.definition is not None else None,
         identities=dict(summary.identities or plan.identities),
+        write=summary.write,
     )
 
 

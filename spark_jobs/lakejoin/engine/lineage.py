@@ -103,6 +103,7 @@ def _facet_classes() -> dict[str, type]:
         updated: int
         deleted: int
         affectedKeys: int  # noqa: N815
+        write: str | None = None  # the strategy that wrote the output (sink/strategy.py); optional
 
         @staticmethod
         def _get_schema() -> str:
@@ -129,6 +130,7 @@ class BatchSummary(Protocol):
     reason: str | None
     notes: dict[str, str]
     kind_metrics: dict[str, int]
+    write: str | None
 
 
 def lineage_client() -> OpenLineageClient | None:
@@ -394,6 +396,7 @@ class BatchLineage:
                     updated=summary.updated,
                     deleted=summary.deleted,
                     affectedKeys=summary.affected_keys,
+                    write=summary.write,
                     producer=PRODUCER,
                 ),
             },

@@ -97,6 +97,7 @@ class OutputWrite:
     version: int
     note: str | None = None
     strategy: Strategy | None = None
+    tried: tuple[tuple[Strategy, str], ...] = ()
 
 
 def write_output(
@@ -148,7 +149,7 @@ def write_output(
         raise concurrent from exc
     counts = written.counts
     assert counts.version is not None
-    return OutputWrite(counts, counts.version, written.note, written.strategy)
+    return OutputWrite(counts, counts.version, written.note, written.strategy, written.tried)
 
 
 def write_flagged(update: FlaggedUpdate, spec: PipelineSpec, view: View, batch_id: int) -> int | None:

@@ -10,7 +10,7 @@ needs is never looked up (sink/facts.py gathers them)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
@@ -193,6 +193,19 @@ def choose_output(f: OutputFacts, keys: Callable[[], int]) -> Strategy:
         return Strategy.UPSERT
     batch = SinkFacts(Target.OUTPUT, f.full, keys(), s, f.table, driver_failed=f.driver_failed)
     return choose(batch)
+
+
+def write_note(strategy: Strategy, tried: Sequence[tuple[Strategy, str]] = ()) -> str:
+    """The batch summary's note of its output write: the strategy's name, and those that gave
+    the batch up first ("spark_merge (after upsert)"; each one's why is in the summary's
+    "output" note, or the log).
+
+    >>> write_note(Strategy.SPARK_MERGE, [(Strategy.UPSERT, "row ids")])
+    'spark_merge (after upsert)'
+    """
+    if not tried:
+        return strategy.value
+    return f"{strategy.value} (after {', '.join(s.value for s, _ in tried)})"
 
 
 def may_upsert(settings: OutputSettings, *, incremental: bool) -> bool:
