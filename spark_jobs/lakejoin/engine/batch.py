@@ -226,7 +226,7 @@ def run_view(
         raise
     lineage.complete(summary)
     if summary.report is not None and summary.outcome is BatchOutcome.COMMITTED:
-        quality.finish_report(spec, view, summary.report, summary.metrics())
+        quality.finish_report(spec, view, summary.report, summary.metrics(), write=summary.write)
     return summary
 
 

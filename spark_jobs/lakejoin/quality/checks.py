@@ -223,11 +223,16 @@ def check_batch(
     return report
 
 
-def finish_report(spec: PipelineSpec, view: View, report_path: str, metrics: dict[str, int]) -> str | None:
-    """After the batch commit: the report gets the batch's final counts, then its pages."""
+def finish_report(
+    spec: PipelineSpec, view: View, report_path: str, metrics: dict[str, int], write: str | None = None
+) -> str | None:
+    """After the batch commit: the report gets the batch's final counts and the strategy that
+    wrote its output (`write`, sink/strategy.py), then its pages."""
     path = Path(report_path)
     payload = json.loads(path.read_text(encoding="utf-8"))
     payload["metrics"] = metrics
+    if write is not None:
+        payload["write"] = write
     path.write_text(json.dumps(payload, indent=2, default=str), encoding="utf-8")
     with GX_LOCK:  # the pages' index is the pipeline's
         pending = _RUNS.get(_folder(spec))

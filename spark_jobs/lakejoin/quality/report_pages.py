@@ -94,6 +94,7 @@ def batch_page(report: dict[str, Any], plot: str | None) -> str:
         ["view", f"{escape(report['view'])} <span class=muted>({escape(report.get('kind', '?'))})</span>"],
         ["batch", str(report["batch_id"])],
         ["mode", escape(report["mode"])],
+        *([["write", escape(report["write"])]] if report.get("write") else []),
         *([[escape(topic), escape(note)] for topic, note in report.get("notes", {}).items()]),
         ["checked at", escape(report["checked_at"])],
         ["result", status(report)],
