@@ -77,3 +77,18 @@ def test_a_stamped_block_gives_the_session_its_own_stamp_back():
             }
         assert spark.conf.values == {TXN_APP_ID: "app.state", TXN_VERSION: "5", USER_METADATA: "outer"}
     assert spark.conf.values == {}
+
+
+def test_a_batch_commit_names_the_write_that_made_it_and_older_ones_read_none():
+    """The marker's optional "write" (FORMAT unchanged): a log row rebuilt from the output's
+    commit (engine/plan.py) names the strategy; a commit without it reads None, and a marker
+    with none writes the JSON it wrote before."""
+    import json
+    from dataclasses import replace
+
+    named = replace(MARK, write="driver_merge")
+
+    assert BatchMarker.from_commit({"userMetadata": named.as_json()}) == named
+    assert BatchMarker.from_commit({"userMetadata": MARK.as_json()}).write is None  # type: ignore[union-attr]
+    assert "write" not in json.loads(MARK.as_json())
+    assert Stamp.batch(OutputCommit("app", named)).txn == Stamp.batch(OutputCommit("app", MARK)).txn

@@ -64,6 +64,8 @@ class BatchMarker:
     repair_ends: dict[str, int] = field(default_factory=dict)
     # Which table each pin is of: its table id and pinned commit (delta/identity.py).
     identities: dict[str, TableIdentity] = field(default_factory=dict)
+    # The strategy that wrote the batch commit (sink/strategy.py); None on older commits.
+    write: str | None = None
 
     @property
     def txn_version(self) -> int:
@@ -83,6 +85,7 @@ class BatchMarker:
                 **({"definition": self.definition} if self.definition is not None else {}),
                 **({"ends": self.repair_ends} if self.repair_ends else {}),
                 **({"ids": identities_json(self.identities)} if self.identities else {}),
+                **({"write": self.write} if self.write is not None else {}),
             },
             sort_keys=True,
         )
@@ -106,6 +109,7 @@ class BatchMarker:
             definition=meta.get("definition") if isinstance(meta.get("definition"), dict) else None,
             repair_ends={k: int(v) for k, v in (meta.get("ends") or {}).items()},
             identities=identities_from(meta.get("ids")),
+            write=str(meta["write"]) if meta.get("write") is not None else None,
         )
 
 

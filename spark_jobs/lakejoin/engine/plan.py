@@ -169,6 +169,7 @@ def _record(view: str, version: int, marker: BatchMarker, commit: dict[str, Any]
         output_version=version,
         definition=fingerprint(marker.definition) if marker.definition is not None else None,
         identities=dict(marker.identities),
+        write=marker.write,
     )
 
 

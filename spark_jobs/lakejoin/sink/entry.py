@@ -152,19 +152,21 @@ class _Applied:
 
     def __init__(self, spark: SparkSession, w: KeyedWrite, facts: WriteFacts) -> None:
         self.spark, self.w, self.facts = spark, w, facts
-        self.stamp = Stamp.batch(w.commit)
 
     def keys(self) -> int:
         return self._source.keys
 
     def apply(self, strategy: Strategy, facts: OutputFacts) -> MergeCounts:
         w = self.w
+        # The batch commit's marker names the strategy: a log row rebuilt from it says so too.
+        commit = replace(w.commit, final=replace(w.commit.final, write=strategy.value))
+        stamp = Stamp.batch(commit)
         if strategy is Strategy.REWRITE:
             if _rewritten(facts, strategy) is not None:  # overwritten with the recompute's schema
-                return replace_output(w.path, w.recomputed, w.commit)
-            return fill(self.spark, w.path, w.recomputed, w.key, self.stamp)  # laid out by key
+                return replace_output(w.path, w.recomputed, commit)
+            return fill(self.spark, w.path, w.recomputed, w.key, stamp)  # laid out by key
         if strategy is Strategy.UPSERT:
-            return self._upsert()
+            return self._upsert(commit, stamp)
         batch = SinkFacts(
             Target.OUTPUT,
             facts.full,
@@ -183,14 +185,14 @@ class _Applied:
                 batch,
                 w.key,
                 w.recomputed.columns,
-                self.stamp,
+                stamp,
                 rows=rows,
             )
         except driver_merge.DriverMergeFailedError as exc:  # nothing committed: another MERGE writes it
             told_driver_failed(w.path, exc)
             raise DeclinedError(str(exc)) from exc
 
-    def _upsert(self) -> MergeCounts:
+    def _upsert(self, commit: OutputCommit, stamp: Stamp) -> MergeCounts:
         """The batch as change rows against the output's old rows of its keys: those the view
         kind derived at the previous pins, else the output's own (read as a MERGE would read
         them: a repair, enrich's `lookup` mode), or, for a full write, the whole table's."""
@@ -207,7 +209,7 @@ class _Applied:
         changes = change_rows(w.recomputed, old, w.key)
         declined: list[str] = []
         counts = key_upsert.upsert(
-            self.spark, w.path, changes, w.key, columns, w.commit, note=declined.append, stamp=self.stamp
+            self.spark, w.path, changes, w.key, columns, commit, note=declined.append, stamp=stamp
         )
         if counts is None:
             why = declined[0] if declined else None
