@@ -114,8 +114,8 @@ def write(spark: SparkSession, w: KeyedWrite, facts: WriteFacts | None = None) -
 
 
 def written(told: OutputFacts, writers: Writers) -> Written:
-    """Choose, apply, and choose again with what a write that declined learnt (`told.but`):
-    the upsert declined rules the upsert out, a driver's MERGE that failed rules it out."""
+    """Choose, apply, and choose again with what a write that declined learnt (`told`, one fact
+    changed): the upsert declined rules the upsert out, a driver's MERGE that failed rules it out."""
     tried: list[tuple[Strategy, str]] = []
     notes: list[str] = []
     while True:
