@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from lakejoin.spec.kind_parts import carried_columns
 from lakejoin.spec.model import Enrich, FkJoin, ListJoin, PipelineSpec, Rekey, View
 
 # How an output column is made of its inputs (OpenLineage's DIRECT subtypes).
@@ -65,7 +66,7 @@ def column_lineage(
         )
     elif isinstance(d, ListJoin):
         right = spec.sources[d.right]
-        taken = d.right_columns or tuple(c for c in schemas[d.right] if c not in right.key)
+        taken = carried_columns(d.right_columns, schemas[d.right], right.key)
         fields = {}
         for column in output_columns:
             if column == d.into:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from lakejoin.spec.kind_parts import carried_columns
 from lakejoin.spec.model import Enrich, FkJoin, Key, ListJoin, PipelineSpec, Rekey, Source, quoted, shown
 
 
@@ -83,7 +84,7 @@ def check_fk_join(
     _check_columns(
         spec, f"{base}.right_columns", join.right_columns, f"right table '{right.name}'", right_columns
     )
-    chosen = join.right_columns or tuple(c for c in right_columns if c not in right.key)
+    chosen = carried_columns(join.right_columns, right_columns, right.key)
     clashes = sorted(set(left_columns) & {join.right_prefix + c for c in chosen})
     if clashes:
         raise spec.error(
@@ -179,7 +180,7 @@ def check_enrich(
         fact_table = f"fact table '{fact.name}'"
         _check_fk(spec, f"{at}.fk", dimension.fk, fact_table, fact_columns, "dimension", table, columns)
         _check_columns(spec, f"{at}.columns", dimension.columns, f"dimension table '{table.name}'", columns)
-        for column in dimension.columns or tuple(c for c in columns if c not in table.key):
+        for column in carried_columns(dimension.columns, columns, table.key):
             name = dimension.prefix + column
             if name in taken:
                 raise spec.error(

@@ -34,6 +34,7 @@ from lakejoin.delta.key_ranges import materialised
 from lakejoin.delta.sql_text import spark_columns, spark_quoted
 from lakejoin.quality import checks as quality
 from lakejoin.quality.validations import Validation
+from lakejoin.spec.kind_parts import carried_columns
 from lakejoin.spec.model import Duplicates, Key, ListJoin, PipelineSpec, View
 from lakejoin.views.base import Rebuilt, ViewKindLogic, held_rows
 from lakejoin.views.context import BatchContext
@@ -170,8 +171,7 @@ class ListJoinView(ViewKindLogic):
 
     def _right_columns(self, schemas: Mapping[str, Mapping[str, str]]) -> list[str]:
         """The right columns each joined element carries: the declared ones, or all but the key's."""
-        columns = list(schemas[self.right.name])
-        return list(self.join.right_columns or [c for c in columns if c not in self.right.key])
+        return carried_columns(self.join.right_columns, schemas[self.right.name], self.right.key)
 
     health_measures = ("missing_elements", "lists_with_missing")
     waits = "lists_with_missing"
