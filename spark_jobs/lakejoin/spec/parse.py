@@ -130,7 +130,7 @@ def _views(
             reader, body, key, "on_definition_change", OnDefinitionChange, "under the new definition"
         )
         replaced = _policy(reader, body, key, "on_input_replaced", OnInputReplaced, "at the new versions")
-        health = parse_health(reader, body.get("health"), f"{key}.health", kind)
+        health = parse_health(reader, body.get("health"), f"{key}.health", kind, KINDS[kind].limits())
         audit = parse_audit(reader, body.get("audit"), f"{key}.audit")
         views[name] = View(
             name, kind, definition, path, reader.lines.get(key), lines, policy, replaced, health, audit

@@ -1,9 +1,10 @@
 """The view kinds, one entry each: where each part of a kind lives.
 
 A new kind is: its definition in spec/model.py, its parser (spec/kinds.py) and schema check
-(spec/kind_schemas.py), its logic module in views/, and one entry here. Everything that
-dispatches on a view's kind reads it from `KINDS`: the spec parser, the schema checks, the batch
-engine (engine/kinds.py) and the command line's labels.
+(spec/kind_schemas.py), its logic module in views/, and one entry here (its types: spec/kind.py).
+Everything that dispatches on a view's kind reads it from `KINDS`: the spec parser, the schema
+checks, the `health:` limits, the batch engine (engine/kinds.py), the kinds' health measures and
+state tables (views/base.py) and the command line's labels.
 
 >>> KINDS[ViewKind.REKEY].logic
 'lakejoin.views.rekey:RekeyView'
@@ -13,30 +14,12 @@ engine (engine/kinds.py) and the command line's labels.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any
 
+from lakejoin.spec.kind import Kind, Measure
 from lakejoin.spec.kind_schemas import check_enrich, check_fk_join, check_list_join, check_rekey
-from lakejoin.spec.kinds import Known, parse_enrich, parse_fk_join, parse_list_join, parse_rekey
-from lakejoin.spec.model import Enrich, FkJoin, ListJoin, PipelineSpec, Rekey, ViewKind
-from lakejoin.spec.yaml_lines import SpecReader
-
-D = TypeVar("D", FkJoin, ListJoin, Rekey, Enrich)
-
-
-@dataclass(frozen=True)
-class Kind(Generic[D]):
-    """One view kind's parts. The batch logic is named by its import path ("module:class", as
-    Python entry points name theirs), not imported: the spec layer never imports views/ (parsing a
-    spec needs no Spark, for the Airflow plugin and `lakejoin status`), and the batch engine
-    resolves the path when a batch runs (`engine.kinds.kind_logic`)."""
-
-    parse: Callable[[SpecReader, Any, str, Known], D]  # (reader, raw, key, known) -> definition
-    check_schemas: Callable[[PipelineSpec, D, str, Mapping[str, Mapping[str, str]]], None]
-    logic: str  # "lakejoin.views.fk_join:FkJoinView", a views.base.ViewKindLogic
-    labels: Mapping[str, str]  # the kind's metrics as the command line and reports label them
-
+from lakejoin.spec.kinds import parse_enrich, parse_fk_join, parse_list_join, parse_rekey
+from lakejoin.spec.model import ViewKind
 
 # The fan-out figures (views/fanout.py) of the kinds that can fall back to a full recompute.
 _FANOUT = {
@@ -46,7 +29,21 @@ _FANOUT = {
 }
 
 KINDS: dict[ViewKind, Kind[Any]] = {
-    ViewKind.FK_JOIN: Kind(parse_fk_join, check_fk_join, "lakejoin.views.fk_join:FkJoinView", _FANOUT),
+    ViewKind.FK_JOIN: Kind(
+        parse_fk_join,
+        check_fk_join,
+        "lakejoin.views.fk_join:FkJoinView",
+        _FANOUT,
+        measures=(
+            Measure(
+                "missing_right",
+                "left rows whose fk finds no right row (null-filled, or held back by an inner join)",
+            ),
+            Measure("null_fk", "left rows whose fk holds a null", from_changes=lambda d: (d.left, d.fk)),
+        ),
+        waiting="the oldest left row still without its right row",
+        waits="missing_right",
+    ),
     ViewKind.LIST_JOIN: Kind(
         parse_list_join,
         check_list_join,
@@ -56,13 +53,42 @@ KINDS: dict[ViewKind, Kind[Any]] = {
             "left_rows_carried": "carried without re-join",
             **_FANOUT,
         },
+        measures=(
+            Measure("missing_elements", "list elements without a right row"),
+            Measure("lists_with_missing", "left rows whose list has an element without a right row"),
+        ),
+        waiting="the oldest list still waiting for an element's right row",
+        waits="lists_with_missing",
     ),
     ViewKind.REKEY: Kind(
         parse_rekey,
         check_rekey,
         "lakejoin.views.rekey:RekeyView",
         {"conflicts": "conflicts", "null_keys_dropped": "null keys dropped"},
+        measures=(
+            # Counted from the master's changes alone: a master row with a null derived key is
+            # dropped, so no output row can carry its flag.
+            Measure(
+                "null_keys",
+                "master rows dropped for a null derived key",
+                flagged=False,
+                from_changes=lambda d: (d.source, d.key),
+            ),
+            Measure("conflicts", "derived keys claimed by more than one master"),
+        ),
+        waiting="the oldest conflict not yet resolved",
+        # A conflict waits for its masters to part: `late` counts those resolved.
+        waits="conflicts",
+        state="rekey index",
     ),
     # enrich also reports `shuffled.<dimension>` (a dimension joined without broadcast), as named.
-    ViewKind.ENRICH: Kind(parse_enrich, check_enrich, "lakejoin.views.enrich:EnrichView", _FANOUT),
+    ViewKind.ENRICH: Kind(
+        parse_enrich,
+        check_enrich,
+        "lakejoin.views.enrich:EnrichView",
+        _FANOUT,
+        measures=(Measure("missing_dimension", "facts whose row of some dimension is missing"),),
+        waiting="the oldest fact still without a dimension row",
+        waits="missing_dimension",
+    ),
 }

@@ -139,17 +139,10 @@ class EnrichView(ViewKindLogic):
     def output_key(self) -> tuple[str, ...]:
         return self.fact.key
 
-    health_measures = ("missing_dimension",)
-    waits = "missing_dimension"
-
     @property
     def change_sources(self) -> tuple[Source, ...]:
         # Lookup never rewrites a fact for a dimension change, so their changes are not read.
         return self.sources if self.propagate else (self.fact,)
-
-    def state_tables(self, state_path: str) -> dict[str, str]:
-        """None: the pinned fact table routes a dimension change (see the module)."""
-        return {}
 
     def _routes(self) -> dict[str, Key]:
         """A route per dimension (named by its stable id), and the fact's fk columns it holds."""

@@ -105,18 +105,8 @@ class FkJoinView(ViewKindLogic):
     def output_key(self) -> tuple[str, ...]:
         return self.left.key
 
-    health_measures = ("missing_right", "null_fk")
-    waits = "missing_right"
-
-    @property
-    def health_changes(self) -> Mapping[str, tuple[str, tuple[str, ...]]]:
-        return {"null_fk": (self.left.name, tuple(self.join.fk))}
-
     def _right_columns(self, schemas: Mapping[str, Mapping[str, str]]) -> list[str]:
         return chosen_right_columns(self.join, list(schemas[self.right.name]), self.right.key)
-
-    def state_tables(self, state_path: str) -> dict[str, str]:
-        return {}
 
     def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
         counts: dict[str, int] = {}

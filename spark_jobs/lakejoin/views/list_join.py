@@ -158,8 +158,6 @@ def signatures(composite: DataFrame, left_key: Key) -> DataFrame:
 
 
 class ListJoinView(ViewKindLogic):
-    state_name = "composite rows"
-
     def __init__(self, spec: PipelineSpec, view: View) -> None:
         super().__init__(spec, view)
         self.join = view.list_join
@@ -172,9 +170,6 @@ class ListJoinView(ViewKindLogic):
     def _right_columns(self, schemas: Mapping[str, Mapping[str, str]]) -> list[str]:
         """The right columns each joined element carries: the declared ones, or all but the key's."""
         return carried_columns(self.join.right_columns, schemas[self.right.name], self.right.key)
-
-    health_measures = ("missing_elements", "lists_with_missing")
-    waits = "lists_with_missing"
 
     def _lists(
         self, composite: DataFrame, right_rows: DataFrame, right_columns: list[str], *, flags: bool = False
@@ -217,9 +212,6 @@ class ListJoinView(ViewKindLogic):
                 F.lit(True).alias(KEEP),
             ]
         return joined.select(*columns)
-
-    def state_tables(self, state_path: str) -> dict[str, str]:
-        return {}
 
     def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
         counts: dict[str, int] = {}
