@@ -53,6 +53,10 @@ class Kind(Generic[D]):
     waiting: str  # what the kind's `waiting` measure is the age of
     waits: str | None  # the flagged measure whose rows wait for a row of another input
     state: str | None = None  # what its state table is called in messages; None: it keeps none
+    # Its definition's settings that change how a batch runs, never what it computes: left out
+    # of the recorded definition (spec/definition.py), so editing one refreshes nothing.
+    performance: frozenset[str] = frozenset()
+    key_fields: frozenset[str] = frozenset()  # its definition's settings that hold a key
 
     def limits(self) -> dict[str, str]:
         """What a `health:` limit of a view of this kind may name, and what each counts."""

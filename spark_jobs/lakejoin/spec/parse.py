@@ -17,11 +17,9 @@ from lakejoin.errors import SpecError
 from lakejoin.spec.kinds import Known
 from lakejoin.spec.layout import output_path
 from lakejoin.spec.model import (
-    Enrich,
     OnDefinitionChange,
     OnInputReplaced,
     PipelineSpec,
-    Rekey,
     Source,
     SparkRun,
     SparkSettings,
@@ -249,13 +247,6 @@ def _with_view_sources(
         if name not in read:
             continue
         view = views[name]
-        d = view.definition
-        if isinstance(d, Rekey):
-            # A rekey with `unique: false` holds a row per (derived key, master key): it is read
-            # keyed by both, in that order.
-            key = d.key if d.unique else (*d.key, *everything[d.source].key)
-        else:
-            driving = d.fact if isinstance(d, Enrich) else d.left
-            key = everything[driving].key
+        key = view.definition.output_key(lambda source: everything[source].key)
         everything[name] = Source(name, view.path, key, view.line, upstream=name)
     return everything

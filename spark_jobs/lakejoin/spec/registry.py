@@ -18,7 +18,7 @@ from typing import Any
 
 from lakejoin.spec.kind import Kind, Measure
 from lakejoin.spec.kind_schemas import check_enrich, check_fk_join, check_list_join, check_rekey
-from lakejoin.spec.kinds import parse_enrich, parse_fk_join, parse_list_join, parse_rekey
+from lakejoin.spec.kinds import FANOUT, parse_enrich, parse_fk_join, parse_list_join, parse_rekey
 from lakejoin.spec.model import ViewKind
 
 # The fan-out figures (views/fanout.py) of the kinds that can fall back to a full recompute.
@@ -27,6 +27,8 @@ _FANOUT = {
     "fanout_permille": "fan-out \u2030",
     "full_recompute": "full recompute",
 }
+
+_FANOUT_SETTINGS = frozenset(FANOUT)
 
 KINDS: dict[ViewKind, Kind[Any]] = {
     ViewKind.FK_JOIN: Kind(
@@ -43,6 +45,8 @@ KINDS: dict[ViewKind, Kind[Any]] = {
         ),
         waiting="the oldest left row still without its right row",
         waits="missing_right",
+        performance=_FANOUT_SETTINGS,
+        key_fields=frozenset({"fk"}),
     ),
     ViewKind.LIST_JOIN: Kind(
         parse_list_join,
@@ -59,6 +63,7 @@ KINDS: dict[ViewKind, Kind[Any]] = {
         ),
         waiting="the oldest list still waiting for an element's right row",
         waits="lists_with_missing",
+        performance=_FANOUT_SETTINGS,
     ),
     ViewKind.REKEY: Kind(
         parse_rekey,
@@ -80,6 +85,7 @@ KINDS: dict[ViewKind, Kind[Any]] = {
         # A conflict waits for its masters to part: `late` counts those resolved.
         waits="conflicts",
         state="rekey index",
+        key_fields=frozenset({"key"}),
     ),
     # enrich also reports `shuffled.<dimension>` (a dimension joined without broadcast), as named.
     ViewKind.ENRICH: Kind(
@@ -90,5 +96,7 @@ KINDS: dict[ViewKind, Kind[Any]] = {
         measures=(Measure("missing_dimension", "facts whose row of some dimension is missing"),),
         waiting="the oldest fact still without a dimension row",
         waits="missing_dimension",
+        performance=_FANOUT_SETTINGS | {"broadcast_limit_mb"},
+        key_fields=frozenset({"fk"}),  # each dimension's
     ),
 }

@@ -142,9 +142,9 @@ class ViewKindLogic(ABC):
         return {STATE: state_path} if self.declared.state else {}
 
     @property
-    @abstractmethod
     def output_key(self) -> tuple[str, ...]:
-        """The column(s) that identify an output row."""
+        """The column(s) that identify an output row (as the view's definition says)."""
+        return self.view.definition.output_key(lambda name: self.spec.sources[name].key)
 
     @abstractmethod
     def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:

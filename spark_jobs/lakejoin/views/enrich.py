@@ -136,10 +136,6 @@ class EnrichView(ViewKindLogic):
         return self.spec.sources[dimension.table]
 
     @property
-    def output_key(self) -> tuple[str, ...]:
-        return self.fact.key
-
-    @property
     def change_sources(self) -> tuple[Source, ...]:
         # Lookup never rewrites a fact for a dimension change, so their changes are not read.
         return self.sources if self.propagate else (self.fact,)

@@ -101,10 +101,6 @@ class FkJoinView(ViewKindLogic):
         self.join = view.fk_join
         self.left, self.right = spec.sources[self.join.left], spec.sources[self.join.right]
 
-    @property
-    def output_key(self) -> tuple[str, ...]:
-        return self.left.key
-
     def _right_columns(self, schemas: Mapping[str, Mapping[str, str]]) -> list[str]:
         return chosen_right_columns(self.join, list(schemas[self.right.name]), self.right.key)
 

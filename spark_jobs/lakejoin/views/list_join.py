@@ -163,10 +163,6 @@ class ListJoinView(ViewKindLogic):
         self.join = view.list_join
         self.left, self.right = spec.sources[self.join.left], spec.sources[self.join.right]
 
-    @property
-    def output_key(self) -> tuple[str, ...]:
-        return self.left.key
-
     def _right_columns(self, schemas: Mapping[str, Mapping[str, str]]) -> list[str]:
         """The right columns each joined element carries: the declared ones, or all but the key's."""
         return carried_columns(self.join.right_columns, schemas[self.right.name], self.right.key)

@@ -125,12 +125,6 @@ class RekeyView(ViewKindLogic):
         self.master = spec.sources[self.rekey.source]
         self.resolution = resolution(self.rekey.unique, self.rekey.on_conflict)
 
-    @property
-    def output_key(self) -> tuple[str, ...]:
-        if self.rekey.unique:
-            return self.rekey.key
-        return (*self.rekey.key, *self.master.key)
-
     def _columns(self, schemas: Mapping[str, Mapping[str, str]]) -> list[str]:
         """The master's chosen columns, but for the master key's and the derived key's."""
         chosen = list(self.rekey.columns or schemas[self.master.name])
