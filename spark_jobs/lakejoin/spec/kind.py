@@ -11,10 +11,11 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from lakejoin.spec.column_lineage import ColumnLineage
 from lakejoin.spec.kinds import Known
 from lakejoin.spec.model import Enrich, FkJoin, Key, ListJoin, PipelineSpec, Rekey
 from lakejoin.spec.yaml_lines import SpecReader
@@ -52,6 +53,9 @@ class Kind(Generic[D]):
     measures: tuple[Measure, ...]  # in the order a `health:` error lists them
     waiting: str  # what the kind's `waiting` measure is the age of
     waits: str | None  # the flagged measure whose rows wait for a row of another input
+    # Which input columns each output column comes from (spec/column_lineage.py):
+    # (spec, definition, schemas, output columns) -> the lineage.
+    lineage: Callable[[PipelineSpec, D, Mapping[str, Mapping[str, str]], Sequence[str]], ColumnLineage]
     state: str | None = None  # what its state table is called in messages; None: it keeps none
     # Its definition's settings that change how a batch runs, never what it computes: left out
     # of the recorded definition (spec/definition.py), so editing one refreshes nothing.

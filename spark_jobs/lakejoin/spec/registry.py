@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lakejoin.spec.column_lineage import enrich_lineage, fk_join_lineage, list_join_lineage, rekey_lineage
 from lakejoin.spec.kind import Kind, Measure
 from lakejoin.spec.kind_schemas import check_enrich, check_fk_join, check_list_join, check_rekey
 from lakejoin.spec.kinds import FANOUT, parse_enrich, parse_fk_join, parse_list_join, parse_rekey
@@ -45,6 +46,7 @@ KINDS: dict[ViewKind, Kind[Any]] = {
         ),
         waiting="the oldest left row still without its right row",
         waits="missing_right",
+        lineage=fk_join_lineage,
         performance=_FANOUT_SETTINGS,
         key_fields=frozenset({"fk"}),
     ),
@@ -63,6 +65,7 @@ KINDS: dict[ViewKind, Kind[Any]] = {
         ),
         waiting="the oldest list still waiting for an element's right row",
         waits="lists_with_missing",
+        lineage=list_join_lineage,
         performance=_FANOUT_SETTINGS,
     ),
     ViewKind.REKEY: Kind(
@@ -84,6 +87,7 @@ KINDS: dict[ViewKind, Kind[Any]] = {
         waiting="the oldest conflict not yet resolved",
         # A conflict waits for its masters to part: `late` counts those resolved.
         waits="conflicts",
+        lineage=rekey_lineage,
         state="rekey index",
         key_fields=frozenset({"key"}),
     ),
@@ -96,6 +100,7 @@ KINDS: dict[ViewKind, Kind[Any]] = {
         measures=(Measure("missing_dimension", "facts whose row of some dimension is missing"),),
         waiting="the oldest fact still without a dimension row",
         waits="missing_dimension",
+        lineage=enrich_lineage,
         performance=_FANOUT_SETTINGS | {"broadcast_limit_mb"},
         key_fields=frozenset({"fk"}),  # each dimension's
     ),
