@@ -12,9 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from lakejoin.spec.kind_parts import carried_columns
-from lakejoin.spec.model import Enrich, FkJoin, ListJoin, PipelineSpec, Rekey
-
 # How an output column is made of its inputs (OpenLineage's DIRECT subtypes).
 IDENTITY = "IDENTITY"  # the input's value as it is
 TRANSFORMATION = "TRANSFORMATION"  # a value computed from it
@@ -40,80 +37,24 @@ class ColumnLineage:
     matched_on: tuple[Origin, ...]  # the columns that decide which rows meet (INDIRECT)
 
 
-Schemas = Mapping[str, Mapping[str, str]]
+# Each kind's rule is its module's `lineage` (spec/kinds/<kind>.py, its registry entry's;
+# engine/lineage.py calls it): the lineage of each of `output_columns` (the view's output, in
+# order) from the inputs' columns (`schemas`: each input's columns at the batch's pins, as the
+# plan read them). An output column no rule accounts for has no origin (an empty tuple), never a
+# guessed one. The rules share what follows.
 
 
-# Each kind's rule (its registry entry's `lineage`, spec/registry.py; engine/lineage.py calls
-# it): the lineage of each of `output_columns` (the view's output, in order) from the inputs'
-# columns (`schemas`: each input's columns at the batch's pins, as the plan read them). An output
-# column no rule accounts for has no origin (an empty tuple), never a guessed one.
-
-
-def fk_join_lineage(
-    spec: PipelineSpec, d: FkJoin, schemas: Schemas, output_columns: Sequence[str]
-) -> ColumnLineage:
-    """The left columns keep their names, the right ones come with the right prefix; the fk and
-    the right key decide which rows meet."""
-    fields = _joined(
-        output_columns, (d.left, schemas[d.left], ""), [(d.right, schemas[d.right], d.right_prefix)]
-    )
-    right_key = spec.sources[d.right].key
-    return _lineage(fields, (*_each(d.left, d.fk, JOIN), *_each(d.right, right_key, JOIN)))
-
-
-def enrich_lineage(
-    spec: PipelineSpec, d: Enrich, schemas: Schemas, output_columns: Sequence[str]
-) -> ColumnLineage:
-    """The fact columns keep their names, each dimension's come with its prefix; each dimension's
-    fk and key decide which rows meet."""
-    dimensions = [(dim.table, schemas[dim.table], dim.prefix) for dim in d.dimensions]
-    fields = _joined(output_columns, (d.fact, schemas[d.fact], ""), dimensions)
-    matched = tuple(
-        o
-        for dim in d.dimensions
-        for o in (*_each(d.fact, dim.fk, JOIN), *_each(dim.table, spec.sources[dim.table].key, JOIN))
-    )
-    return _lineage(fields, matched)
-
-
-def list_join_lineage(
-    spec: PipelineSpec, d: ListJoin, schemas: Schemas, output_columns: Sequence[str]
-) -> ColumnLineage:
-    """The joined list (`into`) is made of the list and the right rows' key and carried columns;
-    the other columns are the left's; the list and the right key decide which rows meet."""
-    right = spec.sources[d.right]
-    taken = carried_columns(d.right_columns, schemas[d.right], right.key)
-    fields: dict[str, tuple[Origin, ...]] = {}
-    for column in output_columns:
-        if column == d.into:
-            fields[column] = (
-                Origin(d.left, d.list, TRANSFORMATION),
-                *_each(d.right, (*right.key, *taken), AGGREGATION),
-            )
-        else:
-            fields[column] = (Origin(d.left, column),) if column in schemas[d.left] else ()
-    return _lineage(fields, (Origin(d.left, d.list, JOIN), *_each(d.right, right.key, JOIN)))
-
-
-def rekey_lineage(
-    spec: PipelineSpec, d: Rekey, schemas: Schemas, output_columns: Sequence[str]
-) -> ColumnLineage:
-    """Every column is the master's, grouped by the derived key."""
-    fields: dict[str, tuple[Origin, ...]] = {
-        c: (Origin(d.source, c),) if c in schemas[d.source] else () for c in output_columns
-    }
-    return _lineage(fields, _each(d.source, d.key, GROUP_BY))
-
-
-def _lineage(fields: dict[str, tuple[Origin, ...]], matched: Sequence[Origin]) -> ColumnLineage:
+def lineage_of(fields: dict[str, tuple[Origin, ...]], matched: Sequence[Origin]) -> ColumnLineage:
+    """The lineage of `fields`, matched on each of `matched` once, in its order."""
     return ColumnLineage(fields=fields, matched_on=tuple(dict.fromkeys(matched)))
 
 
-def _each(source: str, columns: Sequence[str], subtype: str) -> tuple[Origin, ...]:
+def origins(source: str, columns: Sequence[str], subtype: str) -> tuple[Origin, ...]:
+    """Each of `columns` of `source`, made into an output column (or matched on) as `subtype` says."""
     return tuple(Origin(source, c, subtype) for c in columns)
 
 
-def _joined(
+def joined_fields(
     output_columns: Sequence[str],
     driving: tuple[str, Mapping[str, str], str],
     others: Sequence[tuple[str, Mapping[str, str], str]],

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from lakejoin.spec.column_lineage import ColumnLineage
-from lakejoin.spec.kinds import Known
+from lakejoin.spec.kind_parts import Known
 from lakejoin.spec.model import Enrich, FkJoin, Key, ListJoin, PipelineSpec, Rekey
 from lakejoin.spec.yaml_lines import SpecReader
 

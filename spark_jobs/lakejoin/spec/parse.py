@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lakejoin.errors import SpecError
-from lakejoin.spec.kinds import Known
+from lakejoin.spec.kind_parts import Known
 from lakejoin.spec.layout import output_path
 from lakejoin.spec.model import (
     OnDefinitionChange,

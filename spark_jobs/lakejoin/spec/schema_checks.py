@@ -1,5 +1,5 @@
 """Checks of a view against the columns of the tables it reads, at the versions a batch pinned:
-the checks every kind shares here, then the kind's own (spec/kind_schemas.py) through the kind
+the checks every kind shares here, then the kind's own (spec/kinds/<kind>.py) through the kind
 registry (spec/registry.py).
 
 Errors point at the spec line of the setting that does not fit, and say what to do.
