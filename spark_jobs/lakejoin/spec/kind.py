@@ -61,6 +61,9 @@ class Kind(Generic[D]):
     # of the recorded definition (spec/definition.py), so editing one refreshes nothing.
     performance: frozenset[str] = frozenset()
     key_fields: frozenset[str] = frozenset()  # its definition's settings that hold a key
+    # The names of the checks its logic runs on the rows a batch writes (`Validation.name`: GE
+    # suites and reports are named by them).
+    validations: tuple[str, ...] = ()
 
     def limits(self) -> dict[str, str]:
         """What a `health:` limit of a view of this kind may name, and what each counts."""

@@ -128,4 +128,5 @@ DECLARED = Kind(
     lineage=lineage,
     performance=FANOUT_SETTINGS | {"broadcast_limit_mb"},
     key_fields=frozenset({"fk"}),  # each dimension's
+    validations=("changed_rows",),
 )

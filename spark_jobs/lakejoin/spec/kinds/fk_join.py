@@ -93,4 +93,5 @@ DECLARED = Kind(
     lineage=lineage,
     performance=FANOUT_SETTINGS,
     key_fields=frozenset({"fk"}),
+    validations=("changed_rows",),
 )

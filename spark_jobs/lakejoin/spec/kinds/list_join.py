@@ -140,4 +140,5 @@ DECLARED = Kind(
     waits="lists_with_missing",
     lineage=lineage,
     performance=FANOUT_SETTINGS,
+    validations=("changed_rows", "list_lengths"),
 )

@@ -95,4 +95,5 @@ DECLARED = Kind(
     lineage=lineage,
     state="rekey index",
     key_fields=frozenset({"key"}),
+    validations=("changed_rows",),
 )
