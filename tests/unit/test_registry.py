@@ -220,3 +220,55 @@ def test_the_readme_health_table_names_each_kinds_measures_and_its_waiting_one()
         named = {part.split("`")[1] for part in measures.split(";")}
         assert named == {m.name for m in declared.measures}, kind
         assert waiting.split("`")[1] == declared.waits, kind
+
+
+# The names that tie code to one kind: its `ViewKind` member, its definition and logic classes,
+# and the view's accessor of its definition (`view.fk_join`).
+NAMES = {
+    ViewKind.FK_JOIN: ("FkJoin", "FkJoinView"),
+    ViewKind.LIST_JOIN: ("ListJoin", "ListJoinView"),
+    ViewKind.REKEY: ("Rekey", "RekeyView"),
+    ViewKind.ENRICH: ("Enrich", "EnrichView"),
+}
+PACKAGE = Path(__file__).resolve().parents[2] / "spark_jobs" / "lakejoin"
+
+
+def files_naming(kind: ViewKind) -> set[str]:
+    """The package's files that name `kind` (read with `ast`): those a new kind must touch."""
+    found = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            named = (
+                (isinstance(node, ast.Name) and node.id in NAMES[kind])
+                or (isinstance(node, ast.alias) and node.name in NAMES[kind])
+                or (isinstance(node, ast.Attribute) and node.attr == kind.value)
+                or (
+                    isinstance(node, ast.Attribute)
+                    and node.attr == kind.name
+                    and isinstance(node.value, ast.Name)
+                    and node.value.id == "ViewKind"
+                )
+            )
+            if named:
+                found.add(path.relative_to(PACKAGE).as_posix())
+                break
+    return found
+
+
+PLACES = (
+    "spec/model.py",
+    "spec/kinds/<kind>.py",
+    "spec/registry.py",
+    "views/<kind>.py",
+    "cli/explain_inputs.py",
+)
+
+
+@pytest.mark.parametrize("kind", list(ViewKind), ids=lambda k: k.value)
+def test_a_kind_is_named_in_the_places_the_readme_lists_and_nowhere_else(kind):
+    expected = {place.replace("<kind>", kind.value) for place in PLACES}
+    readme = (PACKAGE.parents[1] / "README.md").read_text()
+    adding = readme.split("A new view kind is:", 1)[1].split("\n\n", 1)[0]
+
+    assert files_naming(kind) == expected
+    assert all(f"`{place}`" in adding for place in PLACES), "the README's list of places differs"

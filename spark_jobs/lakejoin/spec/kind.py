@@ -17,10 +17,10 @@ from typing import Any, Generic, TypeVar
 
 from lakejoin.spec.column_lineage import ColumnLineage
 from lakejoin.spec.kind_parts import Known
-from lakejoin.spec.model import Enrich, FkJoin, Key, ListJoin, PipelineSpec, Rekey
+from lakejoin.spec.model import Key, PipelineSpec
 from lakejoin.spec.yaml_lines import SpecReader
 
-D = TypeVar("D", FkJoin, ListJoin, Rekey, Enrich)
+D = TypeVar("D")  # the kind's definition (spec/model.py): FkJoin for fk_join, ...
 
 WAITING = "waiting"  # the measure every kind with a waiting measure has: the oldest row still waiting
 
