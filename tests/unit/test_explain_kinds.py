@@ -205,7 +205,7 @@ views:
   sales:
     enrich:
       fact: orders
-      mode: propagate  # the default is lookup (spec/kinds.py)
+      mode: propagate  # the default is lookup (spec/kinds/enrich.py)
       dimensions:
         - {{table: products, fk: product_id, prefix: product_, columns: [title]}}
         - {{table: customers, fk: customer_id, prefix: customer_, columns: [name], how: inner}}

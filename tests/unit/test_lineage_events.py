@@ -16,9 +16,9 @@ from lakejoin.delta.plans import BatchPlan
 from lakejoin.delta.records import BatchMode
 from lakejoin.engine.batch import BatchOutcome, BatchSummary
 from lakejoin.engine.lineage import BatchLineage, dataset_name, lineage_client, run_id
+from lakejoin.engine.lineage import column_lineage as lineage_of
 from lakejoin.quality.validations import CheckResult
 from lakejoin.spec.column_lineage import AGGREGATION, GROUP_BY, IDENTITY, JOIN, TRANSFORMATION, Origin
-from lakejoin.spec.column_lineage import column_lineage as lineage_of
 from lakejoin.spec.parse import parse_spec
 
 pytestmark = pytest.mark.unit

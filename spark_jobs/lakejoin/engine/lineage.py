@@ -30,7 +30,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlparse
 
-from lakejoin.spec.column_lineage import IDENTITY, column_lineage
+from lakejoin.spec.column_lineage import IDENTITY, ColumnLineage
+from lakejoin.spec.model import PipelineSpec, View
+from lakejoin.spec.registry import KINDS
 
 if TYPE_CHECKING:
     from openlineage.client import OpenLineageClient
@@ -163,6 +165,14 @@ def _configured_somewhere() -> bool:
         return True
     files = [os.environ.get("OPENLINEAGE_CONFIG"), "openlineage.yml", "~/.openlineage/openlineage.yml"]
     return any(f and Path(f).expanduser().is_file() for f in files)
+
+
+def column_lineage(
+    spec: PipelineSpec, view: View, schemas: Mapping[str, Mapping[str, str]], output_columns: Sequence[str]
+) -> ColumnLineage:
+    """Which input columns each of `output_columns` (the view's output, in order) comes from,
+    by the rule of the view's kind (its registry entry's `lineage`, spec/column_lineage.py)."""
+    return KINDS[view.kind].lineage(spec, view.definition, schemas, output_columns)
 
 
 def run_id(pipeline: str, view: str, batch_id: int) -> str:

@@ -1,11 +1,12 @@
 """A view's join health (issue 40), the arithmetic and the limits: no Spark.
 
-Each kind counts, per measure (`spec.trust.MEASURES`), the rows of the affected keys that have
-the condition, before the batch (`old`) and after it (`new`); the view's total is the last
-batch's total plus the difference, so no batch counts the whole view. A full refresh counts
-every key: its `old` is the whole previous total. `waiting` is the oldest row still waiting
-(for its right row, a list element's or a dimension row; a rekey's conflict for its masters to
-part), in batches and in hours, and `late` the rows that waited and were resolved in this batch.
+Each kind counts, per measure (its registry entry's `measures`, spec/registry.py), the rows of
+the affected keys that have the condition, before the batch (`old`) and after it (`new`); the
+view's total is the last batch's total plus the difference, so no batch counts the whole view. A
+full refresh counts every key: its `old` is the whole previous total. `waiting` is the oldest
+row still waiting (for its right row, a list element's or a dimension row; a rekey's conflict
+for its masters to part), in batches and in hours, and `late` the rows that waited and were
+resolved in this batch.
 
 The totals go to the batch log as metrics (`health.<measure>`, `health.rows`,
 `health.waiting_batches`, `health.waiting_s`, `health.late`), where the next batch reads them

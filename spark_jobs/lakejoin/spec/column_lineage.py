@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from lakejoin.spec.model import Enrich, FkJoin, ListJoin, PipelineSpec, Rekey, View
-
 # How an output column is made of its inputs (OpenLineage's DIRECT subtypes).
 IDENTITY = "IDENTITY"  # the input's value as it is
 TRANSFORMATION = "TRANSFORMATION"  # a value computed from it
@@ -39,56 +37,24 @@ class ColumnLineage:
     matched_on: tuple[Origin, ...]  # the columns that decide which rows meet (INDIRECT)
 
 
-def column_lineage(
-    spec: PipelineSpec,
-    view: View,
-    schemas: Mapping[str, Mapping[str, str]],
-    output_columns: Sequence[str],
-) -> ColumnLineage:
-    """The lineage of each of `output_columns` (the view's output, in order) from the inputs'
-    columns (`schemas`: each input's columns at the batch's pins, as the plan read them). An
-    output column no rule accounts for has no origin (an empty tuple), never a guessed one."""
-    d = view.definition
-    if isinstance(d, FkJoin):
-        fields = _joined(
-            output_columns, (d.left, schemas[d.left], ""), [(d.right, schemas[d.right], d.right_prefix)]
-        )
-        right_key = spec.sources[d.right].key
-        matched = (*_each(d.left, d.fk, JOIN), *_each(d.right, right_key, JOIN))
-    elif isinstance(d, Enrich):
-        dimensions = [(dim.table, schemas[dim.table], dim.prefix) for dim in d.dimensions]
-        fields = _joined(output_columns, (d.fact, schemas[d.fact], ""), dimensions)
-        matched = tuple(
-            o
-            for dim in d.dimensions
-            for o in (*_each(d.fact, dim.fk, JOIN), *_each(dim.table, spec.sources[dim.table].key, JOIN))
-        )
-    elif isinstance(d, ListJoin):
-        right = spec.sources[d.right]
-        taken = d.right_columns or tuple(c for c in schemas[d.right] if c not in right.key)
-        fields = {}
-        for column in output_columns:
-            if column == d.into:
-                fields[column] = (
-                    Origin(d.left, d.list, TRANSFORMATION),
-                    *_each(d.right, (*right.key, *taken), AGGREGATION),
-                )
-            else:
-                fields[column] = (Origin(d.left, column),) if column in schemas[d.left] else ()
-        matched = (Origin(d.left, d.list, JOIN), *_each(d.right, right.key, JOIN))
-    elif isinstance(d, Rekey):
-        fields = {c: (Origin(d.source, c),) if c in schemas[d.source] else () for c in output_columns}
-        matched = _each(d.source, d.key, GROUP_BY)
-    else:  # pragma: no cover - the registry has these four kinds
-        raise TypeError(f"no column lineage for {type(d).__name__}")
+# Each kind's rule is its module's `lineage` (spec/kinds/<kind>.py, its registry entry's;
+# engine/lineage.py calls it): the lineage of each of `output_columns` (the view's output, in
+# order) from the inputs' columns (`schemas`: each input's columns at the batch's pins, as the
+# plan read them). An output column no rule accounts for has no origin (an empty tuple), never a
+# guessed one. The rules share what follows.
+
+
+def lineage_of(fields: dict[str, tuple[Origin, ...]], matched: Sequence[Origin]) -> ColumnLineage:
+    """The lineage of `fields`, matched on each of `matched` once, in its order."""
     return ColumnLineage(fields=fields, matched_on=tuple(dict.fromkeys(matched)))
 
 
-def _each(source: str, columns: Sequence[str], subtype: str) -> tuple[Origin, ...]:
+def origins(source: str, columns: Sequence[str], subtype: str) -> tuple[Origin, ...]:
+    """Each of `columns` of `source`, made into an output column (or matched on) as `subtype` says."""
     return tuple(Origin(source, c, subtype) for c in columns)
 
 
-def _joined(
+def joined_fields(
     output_columns: Sequence[str],
     driving: tuple[str, Mapping[str, str], str],
     others: Sequence[tuple[str, Mapping[str, str], str]],

@@ -25,15 +25,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from lakejoin.spec.model import Enrich, FkJoin, ListJoin, PipelineSpec, Rekey, View
+from lakejoin.spec.model import PipelineSpec, View
+from lakejoin.spec.registry import KINDS
 
 FORMAT = 1  # what a recorded definition holds; a record of another format is not compared
-PERFORMANCE = frozenset({"fanout_threshold", "fanout_min_rows", "broadcast_limit_mb"})  # how, never what
+# Settings that change how a batch runs, never what it computes, over every kind.
+PERFORMANCE = frozenset().union(*(kind.performance for kind in KINDS.values()))
 
 Definition = dict[str, Any]
 
 
-KEY_FIELDS = frozenset({"fk", "key"})  # a definition's fields that hold a key (spec/model.Key)
+# A definition's fields that hold a key (spec/model.Key), over every kind.
+KEY_FIELDS = frozenset().union(*(kind.key_fields for kind in KINDS.values()))
 
 
 def recorded_key(key: tuple[str, ...]) -> str | list[str]:
@@ -61,22 +64,13 @@ def _plain(value: Any) -> Any:
 
 
 def listed_columns(view: View) -> dict[str, tuple[str, ...] | None]:
-    """Each input's columns as the spec lists them (None: the view takes all of them)."""
-    d = view.definition
+    """Each input's columns as the spec lists them (None: the view takes all of them), merged
+    over the parts an input plays: all of them if one part takes all, else every part's list."""
     listed: dict[str, tuple[str, ...] | None] = {}
-    if isinstance(d, FkJoin | ListJoin):
-        listed[d.left] = None
-        listed[d.right] = d.right_columns if d.right != d.left else None
-    elif isinstance(d, Rekey):
-        listed[d.source] = (*d.key, *d.columns) if d.columns else None
-    elif isinstance(d, Enrich):
-        listed[d.fact] = None
-        for dimension in d.dimensions:
-            if dimension.table == d.fact:
-                continue
-            before = listed.get(dimension.table, ())
-            more = dimension.columns
-            listed[dimension.table] = None if before is None or more is None else (*before, *more)
+    for taken in view.definition.inputs():
+        before = listed.get(taken.source, ())
+        more = taken.listed
+        listed[taken.source] = None if before is None or more is None else (*before, *more)
     return listed
 
 
@@ -98,11 +92,7 @@ def taken_columns(
 
 def output_key(spec: PipelineSpec, view: View) -> list[str]:
     """The column(s) that identify an output row (what each kind's `output_key` says)."""
-    d = view.definition
-    if isinstance(d, Rekey):
-        return [*d.key] if d.unique else [*d.key, *spec.sources[d.source].key]
-    driving = d.fact if isinstance(d, Enrich) else d.left
-    return [*spec.sources[driving].key]
+    return [*view.definition.output_key(lambda name: spec.sources[name].key)]
 
 
 def _place(spec: PipelineSpec, path: str) -> str:

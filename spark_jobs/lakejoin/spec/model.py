@@ -13,7 +13,7 @@ three stay importable without Spark: Airflow's DAG files parse specs at parse ti
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -110,7 +110,46 @@ FANOUT_MIN_ROWS = 1000
 
 
 @dataclass(frozen=True)
-class FkJoin:
+class Input:
+    """One input of a view, as its definition names it: the source, the part its rows play
+    (left, right, fact, dimension, master), the setting that names it, and the setting that lists
+    the columns the view takes of it with those columns (None: all of them; a left or fact table
+    has no such setting).
+
+    Each definition says its inputs (`inputs()`, the driving one first) and its output key
+    (`output_key(key_of)`, given each source's key) as methods, never fields: a field would be
+    part of every recorded definition (spec/definition.py), and changing it would refresh every
+    view."""
+
+    source: str
+    role: str
+    setting: str
+    listing: str | None = None
+    listed: tuple[str, ...] | None = None
+
+
+KeyOf = Callable[[str], Key]  # a source's name -> its key
+
+
+class _Joined:
+    """What fk_join and list_join say alike: a left table joined with a right one."""
+
+    left: str
+    right: str
+    right_columns: tuple[str, ...] | None
+
+    def inputs(self) -> tuple[Input, ...]:
+        """The left table, then the right one."""
+        right = Input(self.right, "right", "right", "right_columns", self.right_columns)
+        return (Input(self.left, "left", "left"), right)
+
+    def output_key(self, key_of: KeyOf) -> Key:
+        """The left key: one output row per left row."""
+        return key_of(self.left)
+
+
+@dataclass(frozen=True)
+class FkJoin(_Joined):
     left: str
     right: str
     fk: Key  # the left columns naming the right key's columns, in its order
@@ -122,7 +161,7 @@ class FkJoin:
 
 
 @dataclass(frozen=True)
-class ListJoin:
+class ListJoin(_Joined):
     left: str
     list: str
     right: str
@@ -140,6 +179,16 @@ class Rekey:
     columns: tuple[str, ...] | None
     unique: bool
     on_conflict: OnConflict
+
+    def inputs(self) -> tuple[Input, ...]:
+        """The master table, whose listed columns include the derived key."""
+        listed = (*self.key, *self.columns) if self.columns else None
+        return (Input(self.source, "master", "source", "columns", listed),)
+
+    def output_key(self, key_of: KeyOf) -> Key:
+        """The derived key; with `unique: false`, a row per (derived key, master key), keyed by
+        both in that order."""
+        return self.key if self.unique else (*self.key, *key_of(self.source))
 
 
 @dataclass(frozen=True)
@@ -166,6 +215,18 @@ class Enrich:
     fanout_threshold: float  # propagate: above this share of the facts, recompute in full
     broadcast_limit_mb: float  # a dimension larger than this on disk is shuffled, not broadcast
     fanout_min_rows: int = FANOUT_MIN_ROWS  # propagate: a reach of at most this many facts is routed
+
+    def inputs(self) -> tuple[Input, ...]:
+        """The fact table, then each dimension in the spec's order."""
+        dimensions = (
+            Input(d.table, "dimension", f"dimensions[{i}]", f"dimensions[{i}].columns", d.columns)
+            for i, d in enumerate(self.dimensions)
+        )
+        return (Input(self.fact, "fact", "fact"), *dimensions)
+
+    def output_key(self, key_of: KeyOf) -> Key:
+        """The fact key: one output row per fact."""
+        return key_of(self.fact)
 
 
 Definition = FkJoin | ListJoin | Rekey | Enrich
@@ -223,13 +284,11 @@ class View:
 
     @property
     def inputs(self) -> tuple[str, ...]:
-        """The sources the view reads, the driving one first."""
-        d = self.definition
-        if isinstance(d, Rekey):
-            return (d.source,)
-        if isinstance(d, Enrich):
-            return tuple(dict.fromkeys((d.fact, *(dim.table for dim in d.dimensions))))
-        return (d.left, d.right)
+        """The sources the view reads, the driving one first: each once per part it plays (an
+        fk_join of a table with itself lists it as its left and its right)."""
+        return tuple(
+            source for source, _ in dict.fromkeys((i.source, i.role) for i in self.definition.inputs())
+        )
 
     @property
     def fk_join(self) -> FkJoin:

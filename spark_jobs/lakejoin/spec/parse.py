@@ -14,14 +14,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lakejoin.errors import SpecError
-from lakejoin.spec.kinds import Known
+from lakejoin.spec.kind_parts import Known
 from lakejoin.spec.layout import output_path
 from lakejoin.spec.model import (
-    Enrich,
     OnDefinitionChange,
     OnInputReplaced,
     PipelineSpec,
-    Rekey,
     Source,
     SparkRun,
     SparkSettings,
@@ -130,7 +128,7 @@ def _views(
             reader, body, key, "on_definition_change", OnDefinitionChange, "under the new definition"
         )
         replaced = _policy(reader, body, key, "on_input_replaced", OnInputReplaced, "at the new versions")
-        health = parse_health(reader, body.get("health"), f"{key}.health", kind)
+        health = parse_health(reader, body.get("health"), f"{key}.health", kind, KINDS[kind].limits())
         audit = parse_audit(reader, body.get("audit"), f"{key}.audit")
         views[name] = View(
             name, kind, definition, path, reader.lines.get(key), lines, policy, replaced, health, audit
@@ -249,13 +247,6 @@ def _with_view_sources(
         if name not in read:
             continue
         view = views[name]
-        d = view.definition
-        if isinstance(d, Rekey):
-            # A rekey with `unique: false` holds a row per (derived key, master key): it is read
-            # keyed by both, in that order.
-            key = d.key if d.unique else (*d.key, *everything[d.source].key)
-        else:
-            driving = d.fact if isinstance(d, Enrich) else d.left
-            key = everything[driving].key
+        key = view.definition.output_key(lambda source: everything[source].key)
         everything[name] = Source(name, view.path, key, view.line, upstream=name)
     return everything

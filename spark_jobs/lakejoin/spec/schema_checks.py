@@ -1,5 +1,5 @@
 """Checks of a view against the columns of the tables it reads, at the versions a batch pinned:
-the checks every kind shares here, then the kind's own (spec/kind_schemas.py) through the kind
+the checks every kind shares here, then the kind's own (spec/kinds/<kind>.py) through the kind
 registry (spec/registry.py).
 
 Errors point at the spec line of the setting that does not fit, and say what to do.
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from lakejoin.spec.definition import taken_columns
-from lakejoin.spec.model import Enrich, FkJoin, ListJoin, PipelineSpec, View
+from lakejoin.spec.model import PipelineSpec, View
 from lakejoin.spec.registry import KINDS
 
 
@@ -55,12 +55,5 @@ def check_taken_names(spec: PipelineSpec, view: View, schemas: Mapping[str, Mapp
 def _setting(view: View, source: str) -> tuple[str, str | None]:
     """The setting of the view's kind that names `source`, and the one that lists the columns
     the view takes of it (None: it takes them all, as of a left or fact table)."""
-    d = view.definition
-    if isinstance(d, FkJoin | ListJoin):
-        return ("left", None) if source == d.left else ("right", "right_columns")
-    if isinstance(d, Enrich):
-        if source == d.fact:
-            return "fact", None
-        i = next(i for i, dimension in enumerate(d.dimensions) if dimension.table == source)
-        return f"dimensions[{i}]", f"dimensions[{i}].columns"
-    return "source", "columns"
+    named = next(i for i in view.definition.inputs() if i.source == source)
+    return named.setting, named.listing

@@ -11,51 +11,33 @@ views:
     audit: {slices: 64, budget: 0.1}                       # the default; `every: N`; `audit: off`
 ```
 
-Each kind has its own measures (`MEASURES`); `waiting` belongs to every kind that has one. A
-limit is a share of the rows of the kind's first input (fk_join's and list_join's left rows,
-enrich's facts, rekey's masters), a count of rows, or (for `waiting`) an age in batches or
-hours; `fail` stops the batch before its commit, `warn` reports.
+Each kind has its own measures (its registry entry, spec/registry.py: `Kind.limits`); `waiting`
+belongs to every kind that has one. A limit is a share of the rows of the kind's first input
+(fk_join's and list_join's left rows, enrich's facts, rekey's masters), a count of rows, or (for
+`waiting`) an age in batches or hours; `fail` stops the batch before its commit, `warn` reports.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from lakejoin.spec.kind import WAITING
 from lakejoin.spec.model import BUDGET, SLICES, Audit, Limit, OnBreach, ViewKind
 from lakejoin.spec.yaml_lines import SpecReader, describe
 
-# What each kind counts, by the name a limit uses, and what it counts.
-MEASURES: dict[ViewKind, dict[str, str]] = {
-    ViewKind.FK_JOIN: {
-        "missing_right": "left rows whose fk finds no right row (null-filled, or held back by an inner join)",
-        "null_fk": "left rows whose fk holds a null",
-        "waiting": "the oldest left row still without its right row",
-    },
-    ViewKind.LIST_JOIN: {
-        "missing_elements": "list elements without a right row",
-        "lists_with_missing": "left rows whose list has an element without a right row",
-        "waiting": "the oldest list still waiting for an element's right row",
-    },
-    ViewKind.REKEY: {
-        "null_keys": "master rows dropped for a null derived key",
-        "conflicts": "derived keys claimed by more than one master",
-        "waiting": "the oldest conflict not yet resolved",
-    },
-    ViewKind.ENRICH: {
-        "missing_dimension": "facts whose row of some dimension is missing",
-        "waiting": "the oldest fact still without a dimension row",
-    },
-}
 AGES = ("max_batches", "max_hours")
 AMOUNTS = ("max_share", "max_rows")
 
 
-def parse_health(reader: SpecReader, raw: Any, key: str, kind: ViewKind) -> tuple[Limit, ...]:
-    """The limits under a view's `health:`."""
+def parse_health(
+    reader: SpecReader, raw: Any, key: str, kind: ViewKind, known: Mapping[str, str]
+) -> tuple[Limit, ...]:
+    """The limits under a view's `health:`, each naming one of the kind's measures (`known`:
+    name -> what it counts, in the order the error lists them)."""
     if raw is None:
         return ()
     raw = reader.mapping(raw, key)
-    known = MEASURES[kind]
     limits = []
     for measure, body in raw.items():
         where = f"{key}.{measure}"
@@ -65,7 +47,7 @@ def parse_health(reader: SpecReader, raw: Any, key: str, kind: ViewKind) -> tupl
                 where, f"a {kind.value} view has no health measure '{measure}'", f"use one of: {said}"
             )
         body = reader.mapping(body, where)
-        bounds = AGES if measure == "waiting" else AMOUNTS
+        bounds = AGES if measure == WAITING else AMOUNTS
         reader.only(body, where, {*bounds, "on_breach"})
         if not any(b in body for b in bounds):
             raise reader.fail(

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from lakejoin.delta.key_ranges import KeyRange
 from lakejoin.quality.validations import Validation
 from lakejoin.spec.model import PipelineSpec, Source, View
+from lakejoin.spec.registry import KINDS
 from lakejoin.views.context import STATE, Derivation
 
 if TYPE_CHECKING:
@@ -81,12 +82,22 @@ class ViewKindLogic(ABC):
     spec before any step runs); a kind derives its chosen columns from them where it needs
     them."""
 
-    state_name = "state table"  # what the view's state table is called in messages
-    # Join health (views/health_flags.py): the measures `rebuild` flags per row while
-    # `ctx.derivation.health` is on (none: the kind counts no health yet), and the one whose rows
-    # wait for a row of another input (the batch keeps them, with since when, in a table).
-    health_measures: tuple[str, ...] = ()
-    waits: str | None = None
+    @property
+    def state_name(self) -> str:
+        """What the view's state table is called in messages (its registry entry's `state`)."""
+        return self.declared.state or "state table"
+
+    @property
+    def health_measures(self) -> tuple[str, ...]:
+        """Join health (views/health_flags.py): the measures `rebuild` flags per row while
+        `ctx.derivation.health` is on (the registry entry's flagged measures, in its order)."""
+        return tuple(m.name for m in self.declared.measures if m.flagged)
+
+    @property
+    def waits(self) -> str | None:
+        """The measure whose rows wait for a row of another input (the batch keeps them, with
+        since when, in a table)."""
+        return self.declared.waits
 
     @property
     def health_kept(self) -> tuple[str, ...]:
@@ -100,8 +111,9 @@ class ViewKindLogic(ABC):
         job that materialises them: a measure of a row of that source alone (an fk_join's null
         fk), which only a change of that row can change. Per measure, the source and the
         columns of which a null marks the row. Keeping such rows in the flagged keys would copy
-        most of a view with an optional fk there."""
-        return {}
+        most of a view with an optional fk there. Read off the registry entry's measures."""
+        d = self.view.definition
+        return {m.name: _counted(*m.from_changes(d)) for m in self.declared.measures if m.from_changes}
 
     @property
     def health_rows(self) -> Source:
@@ -112,6 +124,7 @@ class ViewKindLogic(ABC):
     def __init__(self, spec: PipelineSpec, view: View) -> None:
         self.spec = spec
         self.view = view
+        self.declared = KINDS[view.kind]
 
     @property
     def sources(self) -> tuple[Source, ...]:
@@ -124,13 +137,14 @@ class ViewKindLogic(ABC):
         return self.sources
 
     def state_tables(self, state_path: str) -> dict[str, str]:
-        """The view's state tables, by the name under which a plan pins each one's version."""
-        return {STATE: state_path}
+        """The view's state tables, by the name under which a plan pins each one's version
+        (none unless its registry entry names one)."""
+        return {STATE: state_path} if self.declared.state else {}
 
     @property
-    @abstractmethod
     def output_key(self) -> tuple[str, ...]:
-        """The column(s) that identify an output row."""
+        """The column(s) that identify an output row (as the view's definition says)."""
+        return self.view.definition.output_key(lambda name: self.spec.sources[name].key)
 
     @abstractmethod
     def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
@@ -158,6 +172,10 @@ class ViewKindLogic(ABC):
         against the input rows `rebuilt` holds (`held_rows`).
         Each validation's rows are at most one per row of `written` (the checks choose their
         engine by that count)."""
+
+
+def _counted(source: str, columns: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+    return source, tuple(columns)
 
 
 def derived(ctx: BatchContext, kind: ViewKindLogic, *, health: bool = False, on_driver: int = 0) -> Rebuilt:

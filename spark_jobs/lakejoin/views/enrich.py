@@ -41,6 +41,7 @@ from lakejoin.delta.key_ranges import materialised
 from lakejoin.delta.sql_text import spark_column, spark_columns, spark_quoted
 from lakejoin.quality import checks as quality
 from lakejoin.quality.validations import Validation
+from lakejoin.spec.kind_parts import carried_columns
 from lakejoin.spec.model import Dimension, EnrichMode, JoinHow, Key, PipelineSpec, Source, View
 from lakejoin.views.base import Rebuilt, ViewKindLogic, held_rows
 from lakejoin.views.context import BatchContext
@@ -135,20 +136,9 @@ class EnrichView(ViewKindLogic):
         return self.spec.sources[dimension.table]
 
     @property
-    def output_key(self) -> tuple[str, ...]:
-        return self.fact.key
-
-    health_measures = ("missing_dimension",)
-    waits = "missing_dimension"
-
-    @property
     def change_sources(self) -> tuple[Source, ...]:
         # Lookup never rewrites a fact for a dimension change, so their changes are not read.
         return self.sources if self.propagate else (self.fact,)
-
-    def state_tables(self, state_path: str) -> dict[str, str]:
-        """None: the pinned fact table routes a dimension change (see the module)."""
-        return {}
 
     def _routes(self) -> dict[str, Key]:
         """A route per dimension (named by its stable id), and the fact's fk columns it holds."""
@@ -156,8 +146,7 @@ class EnrichView(ViewKindLogic):
 
     def _columns(self, d: Dimension, schemas: Mapping[str, Mapping[str, str]]) -> list[str]:
         """The dimension's columns the output carries: the declared ones, or all but its key."""
-        key = self.table(d).key
-        return list(d.columns or [c for c in schemas[d.table] if c not in key])
+        return carried_columns(d.columns, schemas[d.table], self.table(d).key)
 
     # --- affected keys -------------------------------------------------------------------
 

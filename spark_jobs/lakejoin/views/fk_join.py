@@ -19,6 +19,7 @@ from lakejoin.delta.key_ranges import Keys, materialised
 from lakejoin.delta.sql_text import spark_column, spark_quoted
 from lakejoin.quality import checks as quality
 from lakejoin.quality.validations import Validation
+from lakejoin.spec.kind_parts import carried_columns
 from lakejoin.spec.model import FkJoin, JoinHow, Key, PipelineSpec, View
 from lakejoin.views.base import Rebuilt, ViewKindLogic, held_rows
 from lakejoin.views.context import BatchContext
@@ -32,9 +33,7 @@ if TYPE_CHECKING:
 
 def chosen_right_columns(join: FkJoin, right_columns: Sequence[str], right_key: Key) -> list[str]:
     """The right columns the output carries: the declared ones, or all but the right key's."""
-    if join.right_columns:
-        return list(join.right_columns)
-    return [c for c in right_columns if c not in right_key]
+    return carried_columns(join.right_columns, right_columns, right_key)
 
 
 def affected_keys(left_changed_keys: DataFrame, routed_keys: DataFrame, left_key: Key) -> DataFrame:
@@ -102,22 +101,8 @@ class FkJoinView(ViewKindLogic):
         self.join = view.fk_join
         self.left, self.right = spec.sources[self.join.left], spec.sources[self.join.right]
 
-    @property
-    def output_key(self) -> tuple[str, ...]:
-        return self.left.key
-
-    health_measures = ("missing_right", "null_fk")
-    waits = "missing_right"
-
-    @property
-    def health_changes(self) -> Mapping[str, tuple[str, tuple[str, ...]]]:
-        return {"null_fk": (self.left.name, tuple(self.join.fk))}
-
     def _right_columns(self, schemas: Mapping[str, Mapping[str, str]]) -> list[str]:
         return chosen_right_columns(self.join, list(schemas[self.right.name]), self.right.key)
-
-    def state_tables(self, state_path: str) -> dict[str, str]:
-        return {}
 
     def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
         counts: dict[str, int] = {}

@@ -34,6 +34,7 @@ from lakejoin.delta.key_ranges import materialised
 from lakejoin.delta.sql_text import spark_columns, spark_quoted
 from lakejoin.quality import checks as quality
 from lakejoin.quality.validations import Validation
+from lakejoin.spec.kind_parts import carried_columns
 from lakejoin.spec.model import Duplicates, Key, ListJoin, PipelineSpec, View
 from lakejoin.views.base import Rebuilt, ViewKindLogic, held_rows
 from lakejoin.views.context import BatchContext
@@ -157,24 +158,14 @@ def signatures(composite: DataFrame, left_key: Key) -> DataFrame:
 
 
 class ListJoinView(ViewKindLogic):
-    state_name = "composite rows"
-
     def __init__(self, spec: PipelineSpec, view: View) -> None:
         super().__init__(spec, view)
         self.join = view.list_join
         self.left, self.right = spec.sources[self.join.left], spec.sources[self.join.right]
 
-    @property
-    def output_key(self) -> tuple[str, ...]:
-        return self.left.key
-
     def _right_columns(self, schemas: Mapping[str, Mapping[str, str]]) -> list[str]:
         """The right columns each joined element carries: the declared ones, or all but the key's."""
-        columns = list(schemas[self.right.name])
-        return list(self.join.right_columns or [c for c in columns if c not in self.right.key])
-
-    health_measures = ("missing_elements", "lists_with_missing")
-    waits = "lists_with_missing"
+        return carried_columns(self.join.right_columns, schemas[self.right.name], self.right.key)
 
     def _lists(
         self, composite: DataFrame, right_rows: DataFrame, right_columns: list[str], *, flags: bool = False
@@ -217,9 +208,6 @@ class ListJoinView(ViewKindLogic):
                 F.lit(True).alias(KEEP),
             ]
         return joined.select(*columns)
-
-    def state_tables(self, state_path: str) -> dict[str, str]:
-        return {}
 
     def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
         counts: dict[str, int] = {}

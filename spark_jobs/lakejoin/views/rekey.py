@@ -119,26 +119,11 @@ class IndexUpdate:
 
 
 class RekeyView(ViewKindLogic):
-    state_name = "rekey index"
-
     def __init__(self, spec: PipelineSpec, view: View) -> None:
         super().__init__(spec, view)
         self.rekey = view.rekey
         self.master = spec.sources[self.rekey.source]
         self.resolution = resolution(self.rekey.unique, self.rekey.on_conflict)
-
-    health_measures = ("conflicts",)
-    waits = "conflicts"  # a conflict waits for its masters to part: `late` counts those resolved
-
-    @property
-    def health_changes(self) -> Mapping[str, tuple[str, tuple[str, ...]]]:
-        return {"null_keys": (self.master.name, tuple(self.rekey.key))}
-
-    @property
-    def output_key(self) -> tuple[str, ...]:
-        if self.rekey.unique:
-            return self.rekey.key
-        return (*self.rekey.key, *self.master.key)
 
     def _columns(self, schemas: Mapping[str, Mapping[str, str]]) -> list[str]:
         """The master's chosen columns, but for the master key's and the derived key's."""
