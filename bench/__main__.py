@@ -4,6 +4,7 @@
     python -m bench --smoke               # 100 k orders, 1 % change, 3 scenarios, INC and FULL -> build/
     python -m bench --out /tmp/side --not-judged ...   # a side run: in the tables, not in the targets
     python -m bench.merge /tmp/side/bench/results.jsonl --run "..."   # add it to docs/ (bench/merge.py)
+    python -m bench judge [--check]       # targets.json and the pages, from the records (bench/judge.py)
 
 Figures go to `<out>/bench/results.jsonl` as they are measured, then `<out>/benchmarks.md` and
 `<out>/bench/benchmark.png`. The exit status is 1 when the correctness gate failed on any batch.
@@ -58,6 +59,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    given = sys.argv[1:] if argv is None else argv
+    if given[:1] == ["judge"]:  # no Spark: the records on file judged again
+        from bench.judge import main as judge
+
+        return judge(given[1:])
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 

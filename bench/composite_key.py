@@ -243,6 +243,13 @@ def page(record: dict[str, Any]) -> str:
 
 def write_targets(path: Path, record: dict[str, Any]) -> None:
     """Replace this script's entries in targets.json, keep the others."""
+    from bench.targets import replace_entries
+
+    replace_entries(path, "composite_key", targets(record))
+
+
+def targets(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The record's targets.json entries (pure: `python -m bench judge` re-derives them)."""
     size = f"{record['orders'] / 1e6:g} M orders"
     entries = []
     for name, title in (("tiny", "tiny batch, warm, median"), ("one_percent", "1 % batch, median")):
@@ -258,9 +265,7 @@ def write_targets(path: Path, record: dict[str, Any]) -> None:
                 "commit": record["commit"],
             }
         )
-    from bench.targets import replace_entries
-
-    replace_entries(path, "composite_key", entries)
+    return entries
 
 
 if __name__ == "__main__":
