@@ -46,7 +46,7 @@ RATE = 0.01
 
 def main(argv: list[str] | None = None) -> int:
     from bench.changes import ChangeMaker, Scenario
-    from bench.fixed_cost import run_views
+    from bench.harness import run_views
     from bench.measure import lakejoin_commit
     from bench.tables import Sizes, write_sources
     from bench.targets import replace_entries

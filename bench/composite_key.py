@@ -104,7 +104,7 @@ def change(
 
 def run_round(spark: SparkSession, spec: Any, label: str, number: int = 0) -> dict[str, dict[str, Any]]:
     """Both views' batches, the single-key view first in an even round, second in an odd one."""
-    from bench.fixed_cost import run_views
+    from bench.harness import run_views
 
     order = VIEWS if number % 2 == 0 else VIEWS[::-1]
     figures = run_views(spark, spec, label, order=order)
@@ -125,7 +125,7 @@ def median_round(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str,
 
 def main(argv: list[str] | None = None) -> int:
     from bench.changes import ChangeMaker
-    from bench.fixed_cost import gate
+    from bench.harness import gate
     from bench.measure import lakejoin_commit
     from bench.tables import Sizes, write_sources
     from lakejoin.delta.session import spark_session

@@ -1,7 +1,7 @@
 """`python -m bench.explain_cost`: how long `lakejoin explain` takes for one key (issue 39).
 
 The benchmark's five views on its tables (15 M orders by default): a first batch, then
-TINY_BATCHES tiny batches (`fixed_cost.tiny_change`), so every output has a full build and a
+TINY_BATCHES tiny batches (`harness.tiny_change`), so every output has a full build and a
 few small commits behind it. The JVM is then stopped, and for each view three keys are asked
 of `lakejoin explain --json`, each in a process of its own, as a user runs it:
 - a key the last tiny batch changed (its row and the inputs' change rows of that batch);
@@ -52,7 +52,7 @@ print(json.dumps({"code": code, "seconds": time.perf_counter() - started,
 def build(work: Path, orders: int, seed: int) -> Path:
     """The lake, its batches and the spec's file; the JVM stopped at the end."""
     from bench.changes import ChangeMaker
-    from bench.fixed_cost import gate, run_views, tiny_change
+    from bench.harness import gate, run_views, tiny_change
     from bench.tables import Sizes, spec_text, write_sources
     from bench.variants import spec_for
     from lakejoin.delta.session import spark_session

@@ -108,7 +108,7 @@ def _print_slowest(spark: Any, lines: dict[str, set[int]], after: int, n: int) -
 
 def main(argv: list[str] | None = None) -> int:
     from bench.changes import ChangeMaker
-    from bench.fixed_cost import tiny_change
+    from bench.harness import tiny_change
     from bench.tables import Sizes, write_sources
     from bench.variants import spec_for
     from lakejoin.delta.session import spark_session

@@ -1,7 +1,7 @@
 """`python -m bench.lineage_cost`: what OpenLineage events add to a batch (issue 39).
 
 The benchmark's five views on its tables (100 k orders by default), a first batch, then tiny
-batches of the same shape (`fixed_cost.tiny_change`), each run twice per view pair: one batch
+batches of the same shape (`harness.tiny_change`), each run twice per view pair: one batch
 with no OpenLineage transport configured, the next with events sent to an HTTP receiver on
 127.0.0.1 (a thread of this process). Spark's status tracker counts every job a batch starts
 (one job group per view); the events are meant to add none and a few milliseconds. Two
@@ -46,7 +46,7 @@ class _Receiver(BaseHTTPRequestHandler):
 
 def main(argv: list[str] | None = None) -> int:
     from bench.changes import ChangeMaker
-    from bench.fixed_cost import gate, run_views, tiny_change
+    from bench.harness import gate, run_views, tiny_change
     from bench.measure import lakejoin_commit
     from bench.tables import Sizes, write_sources
     from bench.targets import replace_entries

@@ -147,7 +147,7 @@ def run_once(spark: SparkSession, spec: PipelineSpec, width: int) -> dict[str, A
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.fixed_cost import gate
+    from bench.harness import gate
     from bench.measure import lakejoin_commit
     from bench.targets import replace_entries
     from lakejoin.delta.session import spark_session
