@@ -96,21 +96,28 @@ class Run:
             self._spark.stop()
             self._spark = None
 
-    def lake(self, spec: str, orders: int | None = None, seed: int | None = None) -> Lake:
-        """Write the benchmark's source tables at `orders` (default `--orders`) under the work
-        folder, with the spec `spec` (bench/tables.py's views) and a change maker."""
-        from bench.changes import ChangeMaker
+    def sources(self, orders: int | None = None, seed: int | None = None) -> tuple[Sizes, dict[str, str]]:
+        """Write the benchmark's source tables (bench/tables.py) at `orders` (default `--orders`)
+        under the work folder, seeded with `seed` (default `--seed`): their sizes and paths."""
         from bench.tables import Sizes, write_sources
+
+        sizes = Sizes.at(self.args.orders if orders is None else orders)
+        return sizes, write_sources(self.spark, self.work, sizes, self.args.seed if seed is None else seed)
+
+    def maker(self, sizes: Sizes, paths: dict[str, str], seed: int | None = None) -> ChangeMaker:
+        """The change maker of the tables `sources` wrote."""
+        from bench.changes import ChangeMaker
+
+        return ChangeMaker(self.spark, paths, sizes, self.args.seed if seed is None else seed)
+
+    def lake(self, spec: str, orders: int | None = None, seed: int | None = None) -> Lake:
+        """The source tables (`sources`), the spec `spec` over them (bench/tables.py's views,
+        its outputs under `<work>/lakejoin`) and their change maker."""
         from bench.variants import spec_for
 
-        seed = self.args.seed if seed is None else seed
-        sizes = Sizes.at(self.args.orders if orders is None else orders)
-        paths = write_sources(self.spark, self.work, sizes, seed)
+        sizes, paths = self.sources(orders, seed)
         return Lake(
-            sizes,
-            paths,
-            spec_for(spec, self.work / "lakejoin", paths),
-            ChangeMaker(self.spark, paths, sizes, seed),
+            sizes, paths, spec_for(spec, self.work / "lakejoin", paths), self.maker(sizes, paths, seed)
         )
 
     def views(

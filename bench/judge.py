@@ -4,11 +4,11 @@
     python -m bench judge --check     # compare instead: exit 1 when a page or an entry differs
 
 Every benchmark with a pure targets hook is judged again from its records in `<docs>/bench`:
-fixed_cost, composite_key, tiny_views, run_path and the matrix (results.jsonl). The pages
+fixed_cost, composite_key, tiny_views, lineage_cost, run_path and the matrix (results.jsonl). The pages
 fixed_cost.md, composite_key.md, run_path.md and benchmarks.md are rendered again. The matrix's
 page keeps its machine lines, its command line and the plot it names as they are on file:
-`report.machine()` runs `java -version`, and the plot is an image. The entries of lineage_cost,
-explain_cost and audit_cost* are kept as they are (their targets are judged inside their runs).
+`report.machine()` runs `java -version`, and the plot is an image. The entries of explain_cost
+and audit_cost* are kept as they are (their targets are judged inside their runs).
 Use it after a limit changes, and as the proof that a change to bench/ left the published figures
 alone. Nothing here imports pyspark (tests/unit/test_bench_judge.py checks).
 """
@@ -45,6 +45,12 @@ def _tiny_views(folder: Path) -> tuple[Entries, dict[str, str]]:
     from bench.tiny_views import targets
 
     return targets(json.loads((folder / "tiny_views.json").read_text())), {}
+
+
+def _lineage_cost(folder: Path) -> tuple[Entries, dict[str, str]]:
+    from bench.lineage_cost import targets
+
+    return targets(json.loads((folder / "lineage_cost.json").read_text())), {}
 
 
 def _run_path(folder: Path) -> tuple[Entries, dict[str, str]]:
@@ -94,6 +100,7 @@ JUDGES: dict[str, Callable[[Path], tuple[Entries, dict[str, str]]]] = {
     "fixed_cost": _fixed_cost,
     "composite_key": _composite_key,
     "tiny_views": _tiny_views,
+    "lineage_cost": _lineage_cost,
     "run_path": _run_path,
     "matrix": _matrix,
 }
