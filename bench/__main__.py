@@ -34,7 +34,12 @@ SMOKE_ORDERS = 100_000
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description=__doc__.split("\n")[0],
+        epilog="python -m bench judge [--check]: targets.json and the pages from the records, no Spark. "
+        "Retired studies (state_choice, write_paths): docs/bench/studies.md.",
+    )
     parser.add_argument("--smoke", action="store_true", help="100 k orders, 1 %% change, 3 scenarios")
     parser.add_argument("--orders", default="1500000,15000000", help="order counts, comma-separated")
     parser.add_argument("--rates", default="0.001,0.01,0.1", help="change rates, comma-separated")
