@@ -43,6 +43,8 @@ class Session:
     app_name: str
     driver_memory: str | None = None
     extra: Mapping[str, str] = field(default_factory=dict)
+    # Settings that follow the options (audit_cost's --whole-max-rows, job_lines' --sql).
+    settings: Callable[[argparse.Namespace], Mapping[str, str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -86,8 +88,14 @@ class Run:
             extra = dict(self.session.extra)
             if self.session.driver_memory is not None:
                 extra["spark.driver.memory"] = self.args.driver_memory
+            if self.session.settings is not None:
+                extra |= self.session.settings(self.args)
             self._spark = spark_session(app_name=self.session.app_name, extra=extra or None)
         return self._spark
+
+    def clear_work(self) -> None:
+        """Delete the work folder (`run` does it before `measure`, unless told not to)."""
+        shutil.rmtree(self.work, ignore_errors=True)
 
     def stop_spark(self) -> None:
         """Stop Spark if it started (before the figures are written, or before a measurement
@@ -150,23 +158,28 @@ def run(
     work: str,
     measure: Callable[[Run], int],
     orders: int | None = None,
-    options: Callable[[argparse.ArgumentParser], None] | None = None,
+    options: Callable[[argparse.ArgumentParser], object] | None = None,
+    seed: bool = True,
+    clear: bool = True,
 ) -> int:
-    """Parse the options, clear the work folder, `measure`, and stop Spark whatever happened;
-    the exit status is `measure`'s. `orders` is `--orders`' default (None: no such option)."""
+    """Parse the options, clear the work folder (unless not `clear`: the benchmark decides, as
+    explain_cost's --reuse does), `measure`, and stop Spark whatever happened; the exit status is
+    `measure`'s. `orders` is `--orders`' default (None: no such option); `seed` adds `--seed`."""
     parser = argparse.ArgumentParser(prog=program, description=doc.split("\n")[0])
     if orders is not None:
         parser.add_argument("--orders", type=int, default=orders)
     parser.add_argument("--out", default="docs")
     parser.add_argument("--work", default=work)
-    parser.add_argument("--seed", type=int, default=42)
+    if seed:
+        parser.add_argument("--seed", type=int, default=42)
     if session.driver_memory is not None:
         parser.add_argument("--driver-memory", default=session.driver_memory)
     if options is not None:
         options(parser)
     args = parser.parse_args(argv)
-    shutil.rmtree(args.work, ignore_errors=True)
     current = Run(args, argv, session)
+    if clear:
+        current.clear_work()
     try:
         return measure(current)
     finally:

@@ -4,11 +4,12 @@
     python -m bench judge --check     # compare instead: exit 1 when a page or an entry differs
 
 Every benchmark with a pure targets hook is judged again from its records in `<docs>/bench`:
-fixed_cost, composite_key, tiny_views, lineage_cost, run_path and the matrix (results.jsonl). The pages
-fixed_cost.md, composite_key.md, run_path.md and benchmarks.md are rendered again. The matrix's
-page keeps its machine lines, its command line and the plot it names as they are on file:
-`report.machine()` runs `java -version`, and the plot is an image. The entries of explain_cost
-and audit_cost* are kept as they are (their targets are judged inside their runs).
+fixed_cost, composite_key, tiny_views, lineage_cost, explain_cost, run_path and the matrix
+(results.jsonl). The pages fixed_cost.md, composite_key.md, run_path.md and benchmarks.md are
+rendered again. The matrix's page keeps its machine lines, its command line and the plot it names
+as they are on file: `report.machine()` runs `java -version`, and the plot is an image. The
+entries of audit_cost* are kept as they are (their targets are judged inside their runs: they
+follow options a record does not hold).
 Use it after a limit changes, and as the proof that a change to bench/ left the published figures
 alone. Nothing here imports pyspark (tests/unit/test_bench_judge.py checks).
 """
@@ -51,6 +52,12 @@ def _lineage_cost(folder: Path) -> tuple[Entries, dict[str, str]]:
     from bench.lineage_cost import targets
 
     return targets(json.loads((folder / "lineage_cost.json").read_text())), {}
+
+
+def _explain_cost(folder: Path) -> tuple[Entries, dict[str, str]]:
+    from bench.explain_cost import targets
+
+    return targets(json.loads((folder / "explain_cost.json").read_text())), {}
 
 
 def _run_path(folder: Path) -> tuple[Entries, dict[str, str]]:
@@ -101,6 +108,7 @@ JUDGES: dict[str, Callable[[Path], tuple[Entries, dict[str, str]]]] = {
     "composite_key": _composite_key,
     "tiny_views": _tiny_views,
     "lineage_cost": _lineage_cost,
+    "explain_cost": _explain_cost,
     "run_path": _run_path,
     "matrix": _matrix,
 }

@@ -15,9 +15,7 @@ other scripts kept); the judged figure is the run at lakejoin's default width.
 
 from __future__ import annotations
 
-import argparse
 import json
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -26,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from bench.harness import Run
     from lakejoin.spec.model import PipelineSpec
 
 VIEWS_PER_KIND = 20  # three kinds: 60 views
@@ -147,23 +146,34 @@ def run_once(spark: SparkSession, spec: PipelineSpec, width: int) -> dict[str, A
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.harness import gate
+    """`python -m bench.tiny_views [--widths 1,2,3] [--out docs] ...`; exit 1 when a view failed or
+    a gate did."""
+    from bench.harness import Session, run
+
+    return run(
+        argv,
+        program="python -m bench.tiny_views",
+        doc=__doc__ or "",
+        session=Session("lakejoin-tiny-views", extra={"spark.driver.memory": "4g"}),
+        work="build/tiny-views-lake",
+        measure=measure,
+        options=lambda parser: parser.add_argument(
+            "--widths", default="1,2,3", help="views at once, one round each"
+        ),
+        seed=False,
+    )
+
+
+def measure(run: Run) -> int:
+    """A first run of the 60 views, a warm-up round, then a round per width, each gated; the
+    record and its targets.json entry."""
     from bench.measure import lakejoin_commit
-    from bench.targets import replace_entries
-    from lakejoin.delta.session import spark_session
     from lakejoin.engine.pipeline import DEFAULT_PARALLEL
     from lakejoin.spec.parse import parse_spec
 
-    parser = argparse.ArgumentParser(prog="python -m bench.tiny_views", description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default="docs")
-    parser.add_argument("--work", default="build/tiny-views-lake")
-    parser.add_argument("--widths", default="1,2,3", help="views at once, one round each")
-    args = parser.parse_args(argv)
-
-    work = Path(args.work).resolve()
-    shutil.rmtree(work, ignore_errors=True)
+    work = run.work.resolve()
     work.mkdir(parents=True)
-    spark = spark_session(app_name="lakejoin-tiny-views", extra={"spark.driver.memory": "4g"})
+    spark = run.spark
     paths = write_tables(spark, work)
     spec_file = work / "tiny_views.yaml"
     spec_file.write_text(spec_text(work, paths), encoding="utf-8")
@@ -177,22 +187,20 @@ def main(argv: list[str] | None = None) -> int:
     record["first"] = run_once(spark, spec, DEFAULT_PARALLEL)
     print(f"first run (full builds): {record['first']}", flush=True)
     rounds = []
-    widths = [int(w) for w in args.widths.split(",")]
+    widths = [int(w) for w in run.args.widths.split(",")]
     # A warm-up round first, not judged: the JVM's first incremental batches compile code paths.
     for number, width in enumerate([widths[0], *widths], start=1):
         tiny_change(spark, paths, number)
-        figures = run_once(spark, spec, width) | {"warm_up": number == 1, "gate": gate(spark, spec)}
+        figures = run_once(spark, spec, width) | {"warm_up": number == 1, "gate": run.gate(spec)}
         print(f"round {number}: {figures}", flush=True)
         rounds.append(figures)
-    spark.stop()
+    run.stop_spark()
     record["rounds"] = rounds
 
-    out = Path(args.out) / "bench"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "tiny_views.json").write_text(json.dumps(record, indent=2) + "\n")
+    (run.out / "tiny_views.json").write_text(json.dumps(record, indent=2) + "\n")
     found = targets(record)
     if found:
-        replace_entries(out / "targets.json", BATCH, found)
+        run.replace_targets(BATCH, found)
     wrong = any(r["gate"] or r["failed"] for r in rounds)
     return 1 if wrong else 0
 
