@@ -160,15 +160,18 @@ def run(
     orders: int | None = None,
     options: Callable[[argparse.ArgumentParser], object] | None = None,
     seed: bool = True,
+    out: bool = True,
     clear: bool = True,
 ) -> int:
     """Parse the options, clear the work folder (unless not `clear`: the benchmark decides, as
     explain_cost's --reuse does), `measure`, and stop Spark whatever happened; the exit status is
-    `measure`'s. `orders` is `--orders`' default (None: no such option); `seed` adds `--seed`."""
+    `measure`'s. `orders` is `--orders`' default (None: no such option); `seed` and `out` add
+    `--seed` and `--out` (a profiling aid that only prints takes neither)."""
     parser = argparse.ArgumentParser(prog=program, description=doc.split("\n")[0])
     if orders is not None:
         parser.add_argument("--orders", type=int, default=orders)
-    parser.add_argument("--out", default="docs")
+    if out:
+        parser.add_argument("--out", default="docs")
     parser.add_argument("--work", default=work)
     if seed:
         parser.add_argument("--seed", type=int, default=42)
