@@ -162,12 +162,13 @@ def run(
     seed: bool = True,
     out: bool = True,
     clear: bool = True,
+    epilog: str | None = None,
 ) -> int:
     """Parse the options, clear the work folder (unless not `clear`: the benchmark decides, as
     explain_cost's --reuse does), `measure`, and stop Spark whatever happened; the exit status is
     `measure`'s. `orders` is `--orders`' default (None: no such option); `seed` and `out` add
     `--seed` and `--out` (a profiling aid that only prints takes neither)."""
-    parser = argparse.ArgumentParser(prog=program, description=doc.split("\n")[0])
+    parser = argparse.ArgumentParser(prog=program, description=doc.split("\n")[0], epilog=epilog)
     if orders is not None:
         parser.add_argument("--orders", type=int, default=orders)
     if out:

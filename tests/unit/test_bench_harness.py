@@ -4,6 +4,7 @@ import) unless the measurement asks for it."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -62,3 +63,24 @@ def test_the_command_is_the_options_as_given_and_targets_go_by_owner(tmp_path):
 
     assert _run(["--out", str(out), "--work", str(tmp_path / "lake")], measure) == 0
     assert json.loads((out / "bench" / "targets.json").read_text()) == [{"batch": "x_dv"}, {"batch": "x new"}]
+
+
+def test_the_matrix_smoke_option_stands_for_cis_gate_and_keeps_a_given_out():
+    from bench.__main__ import SMOKE_ORDERS, smoke
+
+    args = argparse.Namespace(smoke=True, out="docs", orders="1", rates="1", variants="x", scenarios="y")
+    smoke(args)
+    assert (args.orders, args.rates, args.variants) == (str(SMOKE_ORDERS), "0.01", "full,inc")
+    assert (args.scenarios, args.out) == ("mixed,hot_dim,skewed", "build/bench-smoke")
+    given = smoke(
+        argparse.Namespace(smoke=True, out="/tmp/x", orders="", rates="", variants="", scenarios="")
+    )
+    assert given.out == "/tmp/x"
+
+
+def test_the_matrix_refuses_an_unknown_variant_before_spark_starts(capsys):
+    from bench.__main__ import main
+
+    assert main(["--variants", "inc,bogus", "--work", "unused-bench-lake"]) == 2
+    assert "unknown variants ['bogus']" in capsys.readouterr().err
+    assert "pyspark" not in sys.modules
