@@ -5,6 +5,7 @@
     python -m bench --out /tmp/side --not-judged ...   # a side run: in the tables, not in the targets
     python -m bench.merge /tmp/side/bench/results.jsonl --run "..."   # add it to docs/ (bench/merge.py)
     python -m bench judge [--check]       # targets.json and the pages, from the records (bench/judge.py)
+    python -m bench fixed_cost --orders 1500000   # = python -m bench.fixed_cost ... (every module)
 
 Figures go to `<out>/bench/results.jsonl` as they are measured, then `<out>/benchmarks.md` and
 `<out>/bench/benchmark.png`. The exit status is 1 when the correctness gate failed on any batch.
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -61,13 +63,31 @@ def smoke(args: argparse.Namespace) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`python -m bench [options]`: the matrix; `python -m bench judge ...`: bench/judge.py."""
-    given = sys.argv[1:] if argv is None else argv
-    if given[:1] == ["judge"]:  # no Spark: the records on file judged again
-        from bench.judge import main as judge
+# The subcommands, each a module of bench/ with its own `main(argv)`: `python -m bench NAME ...`
+# runs `python -m bench.NAME ...`. An argv that starts with an option is the matrix's.
+COMMANDS = (
+    "judge",
+    "merge",
+    "fixed_cost",
+    "job_lines",
+    "tiny_views",
+    "composite_key",
+    "audit_cost",
+    "explain_cost",
+    "lineage_cost",
+    "profile",
+    "run_path",
+)
 
-        return judge(given[1:])
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m bench [options]`: the matrix; `python -m bench NAME ...`: bench/NAME.py's main."""
+    given = sys.argv[1:] if argv is None else argv
+    if given[:1] and given[0] in COMMANDS:  # judge and merge start no Spark
+        from importlib import import_module
+
+        command: Callable[[list[str]], int] = import_module(f"bench.{given[0]}").main
+        return command(list(given[1:]))
     from bench.harness import Session, run
 
     return run(
@@ -80,8 +100,9 @@ def main(argv: list[str] | None = None) -> int:
         options=_options,
         # run_matrix clears each size's folder under --work itself, just before writing its tables.
         clear=False,
-        epilog="python -m bench judge [--check]: targets.json and the pages from the records, no Spark. "
-        "Retired studies (state_choice, write_paths): docs/bench/studies.md.",
+        epilog=f"Other commands (python -m bench NAME --help): {', '.join(COMMANDS)}. `judge [--check]`: "
+        "targets.json and the pages from the records, no Spark. Retired studies (state_choice, "
+        "write_paths): docs/bench/studies.md.",
     )
 
 

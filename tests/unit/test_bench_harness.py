@@ -84,3 +84,14 @@ def test_the_matrix_refuses_an_unknown_variant_before_spark_starts(capsys):
     assert main(["--variants", "inc,bogus", "--work", "unused-bench-lake"]) == 2
     assert "unknown variants ['bogus']" in capsys.readouterr().err
     assert "pyspark" not in sys.modules
+
+
+def test_python_m_bench_name_is_that_modules_command(capsys):
+    from bench.__main__ import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["fixed_cost", "--help"])
+
+    assert done.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: python -m bench.fixed_cost")
+    assert "pyspark" not in sys.modules
