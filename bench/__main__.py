@@ -4,6 +4,8 @@
     python -m bench --smoke               # 100 k orders, 1 % change, 3 scenarios, INC and FULL -> build/
     python -m bench --out /tmp/side --not-judged ...   # a side run: in the tables, not in the targets
     python -m bench.merge /tmp/side/bench/results.jsonl --run "..."   # add it to docs/ (bench/merge.py)
+    python -m bench judge [--check]       # targets.json and the pages, from the records (bench/judge.py)
+    python -m bench fixed_cost --orders 1500000   # = python -m bench.fixed_cost ... (every module)
 
 Figures go to `<out>/bench/results.jsonl` as they are measured, then `<out>/benchmarks.md` and
 `<out>/bench/benchmark.png`. The exit status is 1 when the correctness gate failed on any batch.
@@ -14,10 +16,15 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench.changes import Scenario
 from bench.matrix import VARIANTS, Matrix, run_matrix
+
+if TYPE_CHECKING:
+    from bench.harness import Run
 
 # The smoke run is CI's gate (INC == FULL on every view), so it covers every source table and
 # mechanism in as few batches as it can: mixed changes facts and fk sides, hot_dim propagates a
@@ -32,23 +39,22 @@ SMOKE_SCENARIOS = ("mixed", "hot_dim", "skewed")
 SMOKE_ORDERS = 100_000
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+def _options(parser: argparse.ArgumentParser) -> None:
+    """The matrix's own options, after the harness's common ones."""
     parser.add_argument("--smoke", action="store_true", help="100 k orders, 1 %% change, 3 scenarios")
     parser.add_argument("--orders", default="1500000,15000000", help="order counts, comma-separated")
     parser.add_argument("--rates", default="0.001,0.01,0.1", help="change rates, comma-separated")
     parser.add_argument("--scenarios", default=",".join(s.value for s in Scenario))
     parser.add_argument("--variants", default=",".join(VARIANTS))
-    parser.add_argument("--out", default="docs", help="where the figures go")
-    parser.add_argument("--work", default="build/bench-lake", help="where the tables go (deleted per size)")
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--driver-memory", default="10g")
     parser.add_argument(
         "--not-judged",
         action="store_true",
         help="a side run: its batches go in the tables, the targets skip them (see bench/report.py)",
     )
-    args = parser.parse_args(argv)
+
+
+def smoke(args: argparse.Namespace) -> argparse.Namespace:
+    """`--smoke` as the options it stands for (CI's gate); `--out` goes to build/ unless given."""
     if args.smoke:
         args.orders, args.rates, args.variants = str(SMOKE_ORDERS), "0.01", ",".join(SMOKE_VARIANTS)
         args.scenarios = ",".join(SMOKE_SCENARIOS)
@@ -57,22 +63,63 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+# The subcommands, each a module of bench/ with its own `main(argv)`: `python -m bench NAME ...`
+# runs `python -m bench.NAME ...`. An argv that starts with an option is the matrix's.
+COMMANDS = (
+    "judge",
+    "merge",
+    "fixed_cost",
+    "job_lines",
+    "tiny_views",
+    "composite_key",
+    "audit_cost",
+    "explain_cost",
+    "lineage_cost",
+    "profile",
+    "run_path",
+)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """`python -m bench [options]`: the matrix; `python -m bench NAME ...`: bench/NAME.py's main."""
+    given = sys.argv[1:] if argv is None else argv
+    if given[:1] and given[0] in COMMANDS:  # judge and merge start no Spark
+        from importlib import import_module
+
+        command: Callable[[list[str]], int] = import_module(f"bench.{given[0]}").main
+        return command(list(given[1:]))
+    from bench.harness import Session, run
+
+    return run(
+        argv,
+        program="python -m bench",
+        doc=__doc__ or "",
+        session=Session("lakejoin-bench", driver_memory="10g", extra={"spark.driver.maxResultSize": "4g"}),
+        work="build/bench-lake",
+        measure=measure,
+        options=_options,
+        # run_matrix clears each size's folder under --work itself, just before writing its tables.
+        clear=False,
+        epilog=f"Other commands (python -m bench NAME --help): {', '.join(COMMANDS)}. `judge [--check]`: "
+        "targets.json and the pages from the records, no Spark. Retired studies (state_choice, "
+        "write_paths): docs/bench/studies.md.",
+    )
+
+
+def measure(run: Run) -> int:
+    """Every size's matrix, then the report; the exit status is 1 when a gate failed."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from bench.report import write_report
-    from lakejoin.delta.session import spark_session
 
-    args = parse_args(argv)
+    args = smoke(run.args)
     unknown = set(args.variants.split(",")) - set(VARIANTS)
     if unknown:
         print(f"unknown variants {sorted(unknown)}: choose from {', '.join(VARIANTS)}", file=sys.stderr)
         return 2
-    out, work = Path(args.out), Path(args.work).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    results = out / "bench" / "results.jsonl"
-    results.parent.mkdir(parents=True, exist_ok=True)
+    out, work = Path(args.out), run.work.resolve()
+    results = run.out / "results.jsonl"
     results.unlink(missing_ok=True)
     matrices = [
         Matrix(
@@ -87,10 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         for orders in args.orders.split(",")
     ]
     console = Console()
-    spark = spark_session(
-        app_name="lakejoin-bench",
-        extra={"spark.driver.memory": args.driver_memory, "spark.driver.maxResultSize": "4g"},
-    )
+    spark = run.spark
     started = time.perf_counter()
     failures: list[str] = []
     steps = sum(len(m.batches) for m in matrices)
@@ -110,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
                     progress.advance(task)
 
             failures += run_matrix(spark, matrix, work, results, say)
-    command = "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m bench " + run.command
     report = write_report(results, out, command=command.strip(), total_seconds=time.perf_counter() - started)
     console.print(f"figures: {report} ({results})")
     for failure in failures:

@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
-import sys
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bench.harness import Run
 
 VIEW = "orders_customers"
 ROUNDS = 12
@@ -45,22 +45,23 @@ RATE = 0.01
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.changes import ChangeMaker, Scenario
-    from bench.fixed_cost import run_views
-    from bench.measure import lakejoin_commit
-    from bench.tables import Sizes, write_sources
-    from bench.targets import replace_entries
-    from bench.variants import spec_for
-    from lakejoin.delta.session import spark_session
-    from lakejoin.engine.audit import WHOLE_MAX_ROWS
-    from lakejoin.engine.batch import batch_log
+    """`python -m bench.audit_cost [--orders N] [--every N] [--name X] ...`; exit 0."""
+    from bench.harness import Session, run
 
-    parser = argparse.ArgumentParser(prog="python -m bench.audit_cost", description=__doc__.split("\n")[0])
-    parser.add_argument("--orders", type=int, default=15_000_000)
-    parser.add_argument("--out", default="docs")
-    parser.add_argument("--work", default="build/audit-cost-lake")
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--driver-memory", default="8g")
+    return run(
+        argv,
+        program="python -m bench.audit_cost",
+        doc=__doc__ or "",
+        session=Session("lakejoin-audit-cost", driver_memory="8g", settings=_settings),
+        work="build/audit-cost-lake",
+        orders=15_000_000,
+        measure=measure,
+        options=_options,
+    )
+
+
+def _options(parser: argparse.ArgumentParser) -> None:
+    """audit_cost's own options, after the harness's common ones."""
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="batches after the first")
     parser.add_argument(
         "--orphans",
@@ -85,17 +86,27 @@ def main(argv: list[str] | None = None) -> int:
         "--every", type=int, default=None, help="audit every N-th batch (default: the budget decides)"
     )
     parser.add_argument("--name", default=None, help="the figures' file and entries (default audit_cost)")
-    args = parser.parse_args(argv)
-    name = args.name or ("audit_cost_dv" if args.deletion_vectors else "audit_cost")
 
-    work = Path(args.work)
-    shutil.rmtree(work, ignore_errors=True)
-    extra = {"spark.driver.memory": args.driver_memory}
-    if args.whole_max_rows is not None:
-        extra[WHOLE_MAX_ROWS] = str(args.whole_max_rows)
-    spark = spark_session(app_name="lakejoin-audit-cost", extra=extra)
-    sizes = Sizes.at(args.orders)
-    paths = write_sources(spark, work, sizes, args.seed)
+
+def _settings(args: argparse.Namespace) -> dict[str, str]:
+    """The Spark setting --whole-max-rows asks for (fixed when Spark starts)."""
+    from lakejoin.engine.audit import WHOLE_MAX_ROWS
+
+    return {} if args.whole_max_rows is None else {WHOLE_MAX_ROWS: str(args.whole_max_rows)}
+
+
+def measure(run: Run) -> int:
+    """A first batch, then `--rounds` facts batches at 1 %, the audit and join health timed and
+    counted; the record (named by --name) and, with the default audit, its three entries."""
+    from bench.changes import Scenario
+    from bench.measure import lakejoin_commit
+    from bench.variants import spec_for
+    from lakejoin.engine.batch import batch_log
+
+    args, work = run.args, run.work
+    name = args.name or ("audit_cost_dv" if args.deletion_vectors else "audit_cost")
+    spark = run.spark
+    sizes, paths = run.sources()
     spec = spec_for("audit_cost", work / "lakejoin", paths)
     assert spec.views[VIEW].audit.enabled, "the benchmark measures the default audit"
     if args.every is not None:  # the view's audit on a fixed schedule, from its first batch
@@ -108,10 +119,10 @@ def main(argv: list[str] | None = None) -> int:
         for table in ("orders", "customers"):
             dvs = "'delta.enableDeletionVectors' = 'true'"
             spark.sql(f"ALTER TABLE delta.`{paths[table]}` SET TBLPROPERTIES ({dvs})")
-    maker = ChangeMaker(spark, paths, sizes, args.seed)
+    maker = run.maker(sizes, paths)
     # Orders whose customer is gone: join health's flagged keys, among which each batch looks.
     spark.sql(f"DELETE FROM delta.`{paths['customers']}` WHERE customer_id < {args.orphans}")
-    run_views(spark, spec, "first", order=[VIEW])
+    run.views(spec, "first", order=[VIEW])
 
     import lakejoin.engine.batch as batch_module
 
@@ -138,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     for number in range(1, args.rounds + 1):
         changed = maker.apply(Scenario.FACTS, RATE, number)
         health_before = len(tracker.getJobIdsForGroup(HEALTH_GROUP))
-        figures = run_views(spark, spec, f"facts-{number}", order=[VIEW])[VIEW]
+        figures = run.views(spec, f"facts-{number}", order=[VIEW])[VIEW]
         audit = figures["phases"].get("audit", 0.0)
         health_jobs = len(tracker.getJobIdsForGroup(HEALTH_GROUP)) - health_before
         logged = batch_log(spec).last_committed(VIEW)
@@ -154,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
             }
         )
         print(f"batch {number}: audit {audit:.2f} s of {figures['seconds']:.2f} s", flush=True)
-    spark.stop()
+    run.stop_spark()
 
     audited = [b for b in batches if b["audit_seconds"]]
     per_audit = statistics.median(
@@ -167,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         "rate": RATE,
         "view": VIEW,
         "commit": lakejoin_commit(),
-        "command": " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": run.command,
         "batches": batches,
         "audit_batches": len(audited),
         "per_audit_share": per_audit,
@@ -177,9 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         "audit_scopes": sorted({b["audit_note"] for b in audited if b["audit_note"]}),
     }
     flagged = max(b["health"].get("health.missing_right", 0) for b in batches)
-    out = Path(args.out) / "bench"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{name}.json").write_text(json.dumps(record, indent=2) + "\n")
+    (run.out / f"{name}.json").write_text(json.dumps(record, indent=2) + "\n")
     scale = f"{args.orders / 1e6:g} M orders, facts at {RATE:.0%}, {VIEW}"
     if args.deletion_vectors:
         scale += ", sources with deletion vectors"
@@ -213,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     for entry in entries:
         entry.update(batch=name, commit=record["commit"])
     if args.every is None:  # the targets are of the default audit; a fixed schedule only compares
-        replace_entries(out / "targets.json", name, entries)
+        run.replace_targets(name, entries)
     print(f"one audit: {per_audit} of its batch; over {args.rounds} batches: {paid} ({len(audited)} audits)")
     return 0
 

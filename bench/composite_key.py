@@ -25,15 +25,14 @@ for the tiny and the 1 % batch (limit 1.2).
 
 from __future__ import annotations
 
-import argparse
 import json
-import shutil
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from bench.harness import Run
 
 LIMIT = 1.2
 REGIONS = 8
@@ -104,7 +103,7 @@ def change(
 
 def run_round(spark: SparkSession, spec: Any, label: str, number: int = 0) -> dict[str, dict[str, Any]]:
     """Both views' batches, the single-key view first in an even round, second in an odd one."""
-    from bench.fixed_cost import run_views
+    from bench.harness import run_views
 
     order = VIEWS if number % 2 == 0 else VIEWS[::-1]
     figures = run_views(spark, spec, label, order=order)
@@ -124,36 +123,36 @@ def median_round(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str,
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.changes import ChangeMaker
-    from bench.fixed_cost import gate
+    """`python -m bench.composite_key [--orders N] [--out docs] ...`; exit 1 when a gate failed."""
+    from bench.harness import Session, run
+
+    return run(
+        argv,
+        program="python -m bench.composite_key",
+        doc=__doc__ or "",
+        session=Session("lakejoin-composite-key", driver_memory="8g"),
+        work="build/composite-key-lake",
+        orders=1_500_000,
+        measure=measure,
+    )
+
+
+def measure(run: Run) -> int:
+    """A first batch, TINY_ROUNDS tiny and RATE_ROUNDS 1 % rounds of both views, gated; then the
+    record, its targets.json entries and composite_key.md."""
     from bench.measure import lakejoin_commit
-    from bench.tables import Sizes, write_sources
-    from lakejoin.delta.session import spark_session
     from lakejoin.spec.parse import parse_spec
 
-    parser = argparse.ArgumentParser(prog="python -m bench.composite_key", description=__doc__.split("\n")[0])
-    parser.add_argument("--orders", type=int, default=1_500_000)
-    parser.add_argument("--out", default="docs")
-    parser.add_argument("--work", default="build/composite-key-lake")
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--driver-memory", default="8g")
-    args = parser.parse_args(argv)
-
-    work = Path(args.work)
-    shutil.rmtree(work, ignore_errors=True)
-    spark = spark_session(
-        app_name="lakejoin-composite-key", extra={"spark.driver.memory": args.driver_memory}
-    )
-    sizes = Sizes.at(args.orders)
-    paths = write_sources(spark, work, sizes, args.seed)
+    spark, work = run.spark, run.work
+    sizes, paths = run.sources()
     paths["orders_ck"] = str(work / "sources" / "orders_ck")
     with_region(spark.read.format("delta").load(paths["orders"])).write.format("delta").option(
         "delta.enableChangeDataFeed", "true"
     ).save(paths["orders_ck"])
     spec = parse_spec(spec_text(work / "lakejoin", paths), file="<bench composite_key>")
-    maker = ChangeMaker(spark, paths, sizes, args.seed)
+    maker = run.maker(sizes, paths)
 
-    record: dict[str, Any] = {"orders": args.orders, "commit": lakejoin_commit(), "gates": {}}
+    record: dict[str, Any] = {"orders": run.args.orders, "commit": lakejoin_commit(), "gates": {}}
     record["first"] = run_round(spark, spec, "first")
     tiny = []
     for batch in range(1, TINY_ROUNDS + 1):
@@ -171,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         tiny.append(run_round(spark, spec, f"tiny-{batch}", batch))
     record["tiny_cold"] = tiny[0]
     record["tiny"] = median_round(tiny[1:])
-    record["gates"]["tiny"] = gate(spark, spec)
+    record["gates"]["tiny"] = run.gate(spec)
     spread = []
     for batch in range(1, RATE_ROUNDS + 1):
         change(
@@ -182,18 +181,16 @@ def main(argv: list[str] | None = None) -> int:
             maker.spread("customers", RATE, 2 + batch),
         )
         spread.append(run_round(spark, spec, f"one-percent-{batch}", batch))
-        record["gates"][f"one_percent_{batch}"] = gate(spark, spec)
+        record["gates"][f"one_percent_{batch}"] = run.gate(spec)
     record["one_percent"] = median_round(spread)
-    spark.stop()
+    run.stop_spark()
     wrong = {k: v for k, v in record["gates"].items() if v}
     print(f"gates: {wrong or 'every view exact after every round'}", flush=True)
 
-    out = Path(args.out) / "bench"
-    out.mkdir(parents=True, exist_ok=True)
-    record["command"] = " ".join(argv if argv is not None else sys.argv[1:])
-    (out / "composite_key.json").write_text(json.dumps(record, indent=2) + "\n")
-    write_targets(out / "targets.json", record)
-    (out / "composite_key.md").write_text(page(record))
+    record["command"] = run.command
+    (run.out / "composite_key.json").write_text(json.dumps(record, indent=2) + "\n")
+    run.replace_targets("composite_key", targets(record))
+    (run.out / "composite_key.md").write_text(page(record))
     return 1 if wrong else 0
 
 
@@ -241,8 +238,8 @@ def page(record: dict[str, Any]) -> str:
     return "\n".join([*lines, "", "Every round's seconds (the median is judged):", *rounds]) + "\n"
 
 
-def write_targets(path: Path, record: dict[str, Any]) -> None:
-    """Replace this script's entries in targets.json, keep the others."""
+def targets(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The record's targets.json entries (pure: `python -m bench judge` re-derives them)."""
     size = f"{record['orders'] / 1e6:g} M orders"
     entries = []
     for name, title in (("tiny", "tiny batch, warm, median"), ("one_percent", "1 % batch, median")):
@@ -258,9 +255,7 @@ def write_targets(path: Path, record: dict[str, Any]) -> None:
                 "commit": record["commit"],
             }
         )
-    from bench.targets import replace_entries
-
-    replace_entries(path, "composite_key", entries)
+    return entries
 
 
 if __name__ == "__main__":

@@ -19,22 +19,15 @@ measured on the same day:
 
 from __future__ import annotations
 
-import argparse
 import json
-import shutil
-import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bench.harness import TINY_ROWS
+
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from bench.harness import Run
 
-    from pyspark.sql import SparkSession
-
-    from lakejoin.spec.model import PipelineSpec
-
-TINY_ROWS = 2  # rows changed per source table in a tiny batch (5 tables: at most 10 rows)
 LIMITS = {"tiny_seconds": 4.0, "nothing_new_seconds": 0.2, "nothing_new_jobs": 0, "jobs": 50, "commits": 2}
 # Issue 37: a micro-batch (the tiny batch: at most 30 keys) into an order view of the largest
 # table, and how much slower it is there than at the smallest size (the cost should follow the
@@ -45,131 +38,47 @@ MICRO_BATCH = {1_500_000: 1.0, 15_000_000: 2.0}
 MICRO_BATCH_JOBS, MICRO_BATCH_CHECK = 8, 0.1
 ORDER_VIEWS = ("orders_customers", "orders_enriched", "skewed_orders_customers")
 JUDGED_SIZE = 1_500_000  # the size the size-less targets (jobs, commits, nothing new) are judged at
+OWNER = "fixed_cost"  # its targets.json entries' `batch` starts with it (bench/targets.py `owns`)
 MICRO_SIZE = 15_000_000  # the micro-batch targets are judged at this size (or larger) only
 
 
-def _versions(spec: PipelineSpec, view: str) -> int:
-    """Commits into the view's output and state tables so far (sum of their versions)."""
-    from deltalake import DeltaTable
-
-    from lakejoin.engine.kinds import view_logic
-    from lakejoin.spec.layout import state_path
-
-    logic = view_logic(spec, spec.views[view])
-    paths = [spec.views[view].path, *logic.state_tables(state_path(spec, spec.views[view])).values()]
-    return sum(int(DeltaTable(p).version()) + 1 for p in paths if DeltaTable.is_deltatable(p))
-
-
-def run_views(
-    spark: SparkSession, spec: PipelineSpec, label: str, order: Sequence[str] | None = None
-) -> dict[str, dict[str, Any]]:
-    """Run each view's batch once (in `order`, default the spec's), timed and counted."""
-    from lakejoin.engine.batch import run_view
-
-    tracker = spark.sparkContext.statusTracker()
-    figures = {}
-    for view in order or spec.view_order():
-        group = f"{label}-{view}"
-        before = _versions(spec, view)
-        spark.sparkContext.setJobGroup(group, group)
-        started = time.perf_counter()
-        summary = run_view(spark, spec, view)
-        seconds = time.perf_counter() - started
-        spark.sparkContext.setJobGroup("", "")
-        figures[view] = {
-            "kind": spec.views[view].kind.value,
-            "outcome": summary.outcome.value,
-            "seconds": round(seconds, 3),
-            "jobs": len(tracker.getJobIdsForGroup(group)),
-            "commits": _versions(spec, view) - before,
-            "affected_keys": summary.affected_keys,
-            "phases": {k: round(v, 3) for k, v in summary.phase_seconds.items()},
-        }
-        print(f"{label} {view}: {figures[view]}", flush=True)
-    return figures
-
-
-def tiny_change(spark: SparkSession, maker: Any, batch: int) -> None:
-    """Update TINY_ROWS rows of every source table the views read. The rows are the tables'
-    highest ids: the benchmark's popular keys are its low ids (Zipf ranks), and a tiny change to
-    a popular customer or tag reaches thousands of rows, which is no longer a tiny batch. The
-    nations are left alone for the same reason: each of the 25 reaches 4 % of the orders (the
-    benchmark's hot_dim scenario measures that)."""
-    sizes = maker.sizes
-    counts = {
-        "orders": sizes.orders,
-        "orders_skewed": sizes.orders,
-        "customers": sizes.customers,
-        "products": sizes.products,
-        "tags": sizes.tags,
-    }
-    for table, count in counts.items():
-        ids = spark.range(count - (batch + 1) * TINY_ROWS, count - batch * TINY_ROWS)
-        maker.merge(table, maker.updates(table, ids, 100 + batch).localCheckpoint())
-
-
-def gate(spark: SparkSession, spec: PipelineSpec) -> list[str]:
-    """The views whose output differs from a from-scratch recompute (count and hash)."""
-    from pyspark.sql import functions as F
-
-    from lakejoin.engine.batch import recompute_view
-
-    def digest(frame: Any) -> tuple[int, int]:
-        # Each hash reduced first: a sum of raw 64-bit hashes overflows under ANSI mode.
-        hashed = F.pmod(F.xxhash64(*frame.columns), F.lit(1_000_000_007))
-        row = frame.select(F.count(F.lit(1)).alias("n"), F.sum(hashed).alias("h")).first()
-        return int(row["n"]), int(row["h"] or 0)
-
-    wrong = []
-    for view in spec.view_order():
-        output = spark.read.format("delta").load(spec.views[view].path)
-        expected = recompute_view(spark, spec, view).select(*output.columns)
-        if digest(output) != digest(expected):
-            wrong.append(view)
-    return wrong
-
-
 def main(argv: list[str] | None = None) -> int:
-    from bench.changes import ChangeMaker
+    """`python -m bench.fixed_cost [--orders N] [--out docs] ...`; exit 1 when a gate failed."""
+    from bench.harness import Session, run
+
+    return run(
+        argv,
+        program="python -m bench.fixed_cost",
+        doc=__doc__ or "",
+        session=Session("lakejoin-fixed-cost", driver_memory="8g"),
+        work="build/fixed-cost-lake",
+        orders=1_500_000,
+        measure=measure,
+    )
+
+
+def measure(run: Run) -> int:
+    """A first batch, a batch with nothing new, two tiny batches each gated; then the record
+    joins the others on file (by size), and targets.json and fixed_cost.md are re-written."""
     from bench.measure import lakejoin_commit
-    from bench.tables import Sizes, write_sources
-    from bench.variants import spec_for
-    from lakejoin.delta.session import spark_session
 
-    parser = argparse.ArgumentParser(prog="python -m bench.fixed_cost", description=__doc__.split("\n")[0])
-    parser.add_argument("--orders", type=int, default=1_500_000)
-    parser.add_argument("--out", default="docs")
-    parser.add_argument("--work", default="build/fixed-cost-lake")
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--driver-memory", default="8g")
-    args = parser.parse_args(argv)
-
-    work = Path(args.work)
-    shutil.rmtree(work, ignore_errors=True)
-    spark = spark_session(app_name="lakejoin-fixed-cost", extra={"spark.driver.memory": args.driver_memory})
-    sizes = Sizes.at(args.orders)
-    paths = write_sources(spark, work, sizes, args.seed)
-    spec = spec_for("fixed_cost", work / "lakejoin", paths)
-    maker = ChangeMaker(spark, paths, sizes, args.seed)
-
-    record: dict[str, Any] = {"orders": args.orders, "commit": lakejoin_commit()}
-    record["first"] = run_views(spark, spec, "first")
-    record["nothing_new"] = run_views(spark, spec, "nothing-new")
+    lake = run.lake("fixed_cost")
+    record: dict[str, Any] = {"orders": run.args.orders, "commit": lakejoin_commit()}
+    record["first"] = run.views(lake.spec, "first")
+    record["nothing_new"] = run.views(lake.spec, "nothing-new")
     for batch in (1, 2):
-        tiny_change(spark, maker, batch)
-        record[f"tiny_{batch}"] = run_views(spark, spec, f"tiny-{batch}")
-        record[f"gate_{batch}"] = gate(spark, spec)
+        run.tiny_change(lake, batch)
+        record[f"tiny_{batch}"] = run.views(lake.spec, f"tiny-{batch}")
+        record[f"gate_{batch}"] = run.gate(lake.spec)
         print(f"gate after tiny batch {batch}: {record[f'gate_{batch}'] or 'every view exact'}", flush=True)
-    spark.stop()
+    run.stop_spark()
 
-    record["command"] = " ".join(argv if argv is not None else sys.argv[1:])
-    out = Path(args.out) / "bench"
-    out.mkdir(parents=True, exist_ok=True)
-    runs = load_runs(out / "fixed_cost.json")
-    runs[str(args.orders)] = record
-    (out / "fixed_cost.json").write_text(json.dumps(runs, indent=2) + "\n")
-    write_targets(out / "targets.json", runs)
-    (out / "fixed_cost.md").write_text(report(runs))
+    record["command"] = run.command
+    runs = load_runs(run.out / "fixed_cost.json")
+    runs[str(run.args.orders)] = record
+    (run.out / "fixed_cost.json").write_text(json.dumps(runs, indent=2) + "\n")
+    run.replace_targets(OWNER, targets(runs))
+    (run.out / "fixed_cost.md").write_text(report(runs))
     return 1 if record["gate_1"] or record["gate_2"] else 0
 
 
@@ -238,8 +147,8 @@ def _size(orders: int | str) -> str:
     return f"{int(orders) / 1e6:g} M orders"
 
 
-def write_targets(path: Path, runs: dict[str, dict[str, Any]]) -> None:
-    """Replace this script's entries in targets.json, keep the others."""
+def targets(runs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every targets.json entry of the records on file (pure: `python -m bench judge` re-derives them)."""
     entries = []
     for orders, record in sorted(runs.items(), key=lambda kv: int(kv[0])):
         entries.append(
@@ -308,12 +217,7 @@ def write_targets(path: Path, runs: dict[str, dict[str, Any]]) -> None:
         )
     for entry in entries:
         entry["met"] = entry["measured"] <= entry["limit"]
-    mine = {e["target"] for e in entries}
-    kept = [e for e in json.loads(path.read_text())] if path.exists() else []
-    kept = [
-        e for e in kept if e["target"] not in mine and not str(e.get("batch", "")).startswith("fixed_cost")
-    ]
-    path.write_text(json.dumps(kept + entries, indent=2) + "\n")
+    return entries
 
 
 def _micro_batch_entries(runs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:

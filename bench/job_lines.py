@@ -12,13 +12,14 @@ people, not a test and not a target.
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import threading
 import time
 from collections import Counter
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bench.harness import Run
 
 _guard = threading.local()
 
@@ -107,32 +108,49 @@ def _print_slowest(spark: Any, lines: dict[str, set[int]], after: int, n: int) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.changes import ChangeMaker
-    from bench.fixed_cost import tiny_change
-    from bench.tables import Sizes, write_sources
-    from bench.variants import spec_for
-    from lakejoin.delta.session import spark_session
-    from lakejoin.engine.batch import run_view
+    """`python -m bench.job_lines [--orders N] [--views ...] [--conf k=v] [--stages] [--sql N]`."""
+    from bench.harness import Session, run
 
-    parser = argparse.ArgumentParser(prog="python -m bench.job_lines", description=__doc__.split("\n")[0])
-    parser.add_argument("--orders", type=int, default=20_000)
-    parser.add_argument("--work", default="build/job-lines-lake")
+    return run(
+        argv,
+        program="python -m bench.job_lines",
+        doc=__doc__ or "",
+        session=Session(
+            "lakejoin-job-lines", settings=lambda a: {"spark.ui.enabled": "true"} if a.sql else {}
+        ),
+        work="build/job-lines-lake",
+        orders=20_000,
+        measure=measure,
+        options=_options,
+        seed=False,
+        out=False,
+    )
+
+
+def _ui(args: argparse.Namespace) -> dict[str, str]:
+    """Spark's UI on only for --sql (its REST API lists the queries)."""
+    return {"spark.ui.enabled": "true"} if args.sql else {}
+
+
+def _options(parser: argparse.ArgumentParser) -> None:
+    """job_lines' own options, after the harness's common ones."""
     parser.add_argument("--views", nargs="*", help="only these views (default: every view)")
     parser.add_argument("--conf", nargs="*", default=[], help="Spark settings key=value, measured batch only")
     parser.add_argument("--stages", action="store_true", help="also name the stages of each line's jobs")
     parser.add_argument(
         "--sql", type=int, default=0, metavar="N", help="also show each view's N slowest queries (Spark UI)"
     )
-    args = parser.parse_args(argv)
 
-    work = Path(args.work)
-    shutil.rmtree(work, ignore_errors=True)
-    ui = {"spark.ui.enabled": "true"} if args.sql else None
-    spark = spark_session(app_name="lakejoin-job-lines", extra=ui)
-    sizes = Sizes.at(args.orders)
-    paths = write_sources(spark, work, sizes, 42)
-    spec = spec_for("job_lines", work / "lakejoin", paths)
-    maker = ChangeMaker(spark, paths, sizes, 42)
+
+def measure(run: Run) -> int:
+    """A first batch and a tiny batch of every view, a second tiny change, then each view's batch
+    with its jobs and seconds by lakejoin line (printed)."""
+    from bench.harness import tiny_change
+    from lakejoin.engine.batch import run_view
+
+    args = run.args
+    lake = run.lake("job_lines", seed=42)
+    spark, spec, maker = run.spark, lake.spec, lake.maker
     for view in spec.view_order():
         run_view(spark, spec, view)
     tiny_change(spark, maker, 1)
@@ -163,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"         {count:4d} x {name}")
         if args.sql:
             _print_slowest(spark, new, last_query, args.sql)
-    spark.stop()
+    run.stop_spark()
     return 0
 
 

@@ -1,7 +1,7 @@
 """`python -m bench.lineage_cost`: what OpenLineage events add to a batch (issue 39).
 
 The benchmark's five views on its tables (100 k orders by default), a first batch, then tiny
-batches of the same shape (`fixed_cost.tiny_change`), each run twice per view pair: one batch
+batches of the same shape (`harness.tiny_change`), each run twice per view pair: one batch
 with no OpenLineage transport configured, the next with events sent to an HTTP receiver on
 127.0.0.1 (a thread of this process). Spark's status tracker counts every job a batch starts
 (one job group per view); the events are meant to add none and a few milliseconds. Two
@@ -17,18 +17,18 @@ Figures go to `<out>/bench/lineage_cost.json` and an entry of `<out>/bench/targe
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import shutil
-import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bench.harness import Run
 
 ROUNDS = 3  # pairs of tiny batches: without events, then with them
 LINEAGE_GROUP = "lakejoin-lineage-events"
+OWNER = "lineage_cost"  # its targets.json entry's `batch`
 
 
 class _Receiver(BaseHTTPRequestHandler):
@@ -45,20 +45,24 @@ class _Receiver(BaseHTTPRequestHandler):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.changes import ChangeMaker
-    from bench.fixed_cost import gate, run_views, tiny_change
-    from bench.measure import lakejoin_commit
-    from bench.tables import Sizes, write_sources
-    from bench.targets import replace_entries
-    from bench.variants import spec_for
-    from lakejoin.delta.session import spark_session
+    """`python -m bench.lineage_cost [--orders N] [--out docs] ...`; exit 1 when the gate failed or
+    no event arrived."""
+    from bench.harness import Session, run
 
-    parser = argparse.ArgumentParser(prog="python -m bench.lineage_cost", description=__doc__.split("\n")[0])
-    parser.add_argument("--orders", type=int, default=100_000)
-    parser.add_argument("--out", default="docs")
-    parser.add_argument("--work", default="build/lineage-cost-lake")
-    parser.add_argument("--seed", type=int, default=42)
-    args = parser.parse_args(argv)
+    return run(
+        argv,
+        program="python -m bench.lineage_cost",
+        doc=__doc__ or "",
+        session=Session("lakejoin-lineage-cost"),
+        work="build/lineage-cost-lake",
+        orders=100_000,
+        measure=measure,
+    )
+
+
+def measure(run: Run) -> int:
+    """ROUNDS pairs of tiny batches, without events then with them; the record and its entry."""
+    from bench.measure import lakejoin_commit
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -66,14 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in [n for n in os.environ if n.startswith("OPENLINEAGE")]:
         del os.environ[name]
 
-    work = Path(args.work)
-    shutil.rmtree(work, ignore_errors=True)
-    spark = spark_session(app_name="lakejoin-lineage-cost")
-    sizes = Sizes.at(args.orders)
-    paths = write_sources(spark, work, sizes, args.seed)
-    spec = spec_for("fixed_cost", work / "lakejoin", paths)
-    maker = ChangeMaker(spark, paths, sizes, args.seed)
-    run_views(spark, spec, "first")
+    lake = run.lake("fixed_cost")
+    spark, spec = run.spark, lake.spec
+    run.views(spec, "first")
 
     from lakejoin.engine.lineage import BatchLineage
 
@@ -98,8 +97,8 @@ def main(argv: list[str] | None = None) -> int:
             if events:
                 os.environ.update(OPENLINEAGE__TRANSPORT__TYPE="http", OPENLINEAGE__TRANSPORT__URL=url)
             _Receiver.received.clear()
-            tiny_change(spark, maker, 2 * number + events)
-            figures = run_views(spark, spec, f"tiny-{number}-{'events' if events else 'none'}")
+            run.tiny_change(lake, 2 * number + events)
+            figures = run.views(spec, f"tiny-{number}-{'events' if events else 'none'}")
             for name in ("OPENLINEAGE__TRANSPORT__TYPE", "OPENLINEAGE__TRANSPORT__URL"):
                 os.environ.pop(name, None)
             pair["events" if events else "none"] = {
@@ -108,8 +107,8 @@ def main(argv: list[str] | None = None) -> int:
             }
         rounds.append(pair)
     in_events = len(sc.statusTracker().getJobIdsForGroup(LINEAGE_GROUP))
-    wrong = gate(spark, spec)
-    spark.stop()
+    wrong = run.gate(spec)
+    run.stop_spark()
     server.shutdown()
 
     added = [
@@ -119,34 +118,40 @@ def main(argv: list[str] | None = None) -> int:
         if pair["none"]["views"][view]["outcome"] == pair["events"]["views"][view]["outcome"] == "committed"
     ]
     record = {
-        "orders": args.orders,
+        "orders": run.args.orders,
         "commit": lakejoin_commit(),
-        "command": " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": run.command,
         "rounds": rounds,
         "jobs_in_event_calls": in_events,
         "added_jobs_batch_against_batch": added,
         "gate": wrong,
     }
-    out = Path(args.out) / "bench"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "lineage_cost.json").write_text(json.dumps(record, indent=2) + "\n")
+    (run.out / "lineage_cost.json").write_text(json.dumps(record, indent=2) + "\n")
+    run.replace_targets(OWNER, targets(record))
     received = sum(len(p["events"]["received"]) for p in rounds)
-    entry = {
-        "target": "OpenLineage events per batch: added Spark jobs "
-        f"({args.orders / 1e6:g} M orders, tiny batches: jobs started inside the event calls of "
-        f"{received} events)",
-        "measured": in_events,
-        "limit": 0,
-        "met": in_events == 0,
-        "batch": "lineage_cost",
-        "commit": record["commit"],
-    }
-    replace_entries(out / "targets.json", "lineage_cost", [entry])
     print(
         f"jobs inside event calls: {in_events}; batch against batch: {added}; events received: {received}; "
         f"gate: {wrong or 'exact'}"
     )
     return 1 if wrong or not received else 0
+
+
+def targets(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The record's targets.json entry (pure: `python -m bench judge` re-derives it)."""
+    received = sum(len(p["events"]["received"]) for p in record["rounds"])
+    in_events = record["jobs_in_event_calls"]
+    return [
+        {
+            "target": "OpenLineage events per batch: added Spark jobs "
+            f"({record['orders'] / 1e6:g} M orders, tiny batches: jobs started inside the event calls of "
+            f"{received} events)",
+            "measured": in_events,
+            "limit": 0,
+            "met": in_events == 0,
+            "batch": OWNER,
+            "commit": record["commit"],
+        }
+    ]
 
 
 if __name__ == "__main__":

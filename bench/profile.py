@@ -13,37 +13,54 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
-import shutil
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bench.harness import Run
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.changes import ChangeMaker, Scenario
-    from bench.tables import Sizes, write_sources
-    from bench.variants import spec_for
-    from lakejoin.delta.session import spark_session
-    from lakejoin.engine.batch import run_view
+    """`python -m bench.profile [--orders N] [--scenario S] [--rate R] ...`: prints the profile."""
+    from bench.harness import Session, run
 
-    parser = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__.split("\n")[0])
-    parser.add_argument("--orders", type=int, default=1_500_000)
+    return run(
+        argv,
+        program="python -m bench.profile",
+        doc=__doc__ or "",
+        session=Session("lakejoin-profile", extra={"spark.driver.memory": "10g"}),
+        work="build/bench-profile",
+        orders=1_500_000,
+        measure=measure,
+        options=_options,
+        seed=False,
+        out=False,
+    )
+
+
+def _options(parser: argparse.ArgumentParser) -> None:
+    """profile's own options, after the harness's common ones."""
+    from bench.changes import Scenario
+
     parser.add_argument("--scenario", default="facts", choices=[s.value for s in Scenario])
     parser.add_argument("--rate", type=float, default=0.01)
-    parser.add_argument("--work", default="build/bench-profile")
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--save", help="also write the raw profile here (pstats format)")
     parser.add_argument("--batches", type=int, default=2, help="change batches; the last one is profiled")
-    args = parser.parse_args(argv)
 
-    spark = spark_session(app_name="lakejoin-profile", extra={"spark.driver.memory": "10g"})
-    root = Path(args.work)
-    shutil.rmtree(root, ignore_errors=True)
-    sizes = Sizes.at(args.orders)
-    sources = write_sources(spark, root, sizes, seed=42)
-    spec = spec_for("profile", root / "inc", sources)
+
+def measure(run: Run) -> int:
+    """A first batch of every view, then `--batches` change batches, the last under cProfile."""
+    from bench.changes import Scenario
+    from bench.variants import spec_for
+    from lakejoin.engine.batch import run_view
+
+    args, spark = run.args, run.spark
+    sizes, sources = run.sources(seed=42)
+    spec = spec_for("profile", run.work / "inc", sources)
     for view in spec.view_order():
         run_view(spark, spec, view, checks=False)
-    changes = ChangeMaker(spark, sources, sizes, seed=42)
+    changes = run.maker(sizes, sources, seed=42)
     profiler = cProfile.Profile()
     for batch in range(1, args.batches + 1):
         changes.apply(Scenario(args.scenario), args.rate, batch)

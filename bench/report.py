@@ -295,19 +295,60 @@ def _runs(records: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
 
 
 def write_report(results: Path, out: Path, *, command: str, total_seconds: float) -> Path:
+    """Write `<out>/benchmarks.md`, the plot beside `results` and the matrix's targets.json entries."""
     from bench.plot import plot
-    from bench.targets import PROTOCOL_V2
-    from bench.targets import entries as target_entries
-    from bench.targets import markdown as target_table
     from bench.targets import write as write_targets
 
     records = load(results)
+    image = plot(judged_points(records), results.parent / "benchmark.png")
+    shown = results.relative_to(out) if results.is_relative_to(out) else results
+    text, found = render(
+        records,
+        shown=str(shown),
+        image=str(image.relative_to(out)),
+        machine_lines=machine(),
+        command=command,
+        total_seconds=total_seconds,
+        analysis=analysis_text(results.parent),
+    )
+    write_targets(results.parent / "targets.json", found)
+    report = out / "benchmarks.md"
+    report.write_text(text, encoding="utf-8")
+    return report
+
+
+def analysis_text(folder: Path) -> str | None:
+    """The hand-written reading of the figures beside the results (`analysis.md`), if any."""
+    analysis = folder / "analysis.md"
+    return analysis.read_text(encoding="utf-8") if analysis.exists() else None
+
+
+def judged_points(records: list[dict[str, Any]]) -> dict[tuple[int, int], dict[str, dict[str, Any]]]:
+    """The outcomes of every batch a judged run measured (side runs left out)."""
+    side = unjudged(records)
+    return {point: v for point, v in outcomes(records).items() if point not in side}
+
+
+def render(
+    records: list[dict[str, Any]],
+    *,
+    shown: str,
+    image: str,
+    machine_lines: list[str],
+    command: str,
+    total_seconds: float,
+    analysis: str | None = None,
+) -> tuple[str, list[dict[str, Any]]]:
+    """The page's text and the matrix's targets.json entries, from the records alone (no Spark, no
+    JVM: `machine_lines` are given). `shown` names the results file, `image` the plot."""
+    from bench.targets import PROTOCOL_V2
+    from bench.targets import entries as target_entries
+    from bench.targets import markdown as target_table
+
     table = outcomes(records)
     side = unjudged(records)
     judged = {point: v for point, v in table.items() if point not in side}
-    image = plot(judged, results.parent / "benchmark.png")
     found = target_entries(judged, records)
-    write_targets(results.parent / "targets.json", found)
     setup = [
         f"| {r['orders']:,} | {r['variant']} | {r['seconds']:.1f} |"
         for r in records
@@ -338,10 +379,10 @@ def write_report(results: Path, out: Path, *, command: str, total_seconds: float
         "# Benchmark: incremental batches against full recompute",
         "",
         "Written by `python -m bench` (bench/); every figure below comes from "
-        f"`{results.relative_to(out) if results.is_relative_to(out) else results}`. "
+        f"`{shown}`. "
         "Times are wall seconds on this machine, never assertions in a test.",
         "",
-        *machine(),
+        *machine_lines,
         f"- lakejoin commit measured, per run: {'; '.join(measured)}",
         f"- Command: `{command}` ({total_seconds / 60:.0f} min in all)",
         "",
@@ -363,7 +404,7 @@ def write_report(results: Path, out: Path, *, command: str, total_seconds: float
         "",
         *targets(judged),
         "",
-        f"![INC, FULL and FLOOR against change rate; INC against size]({image.relative_to(out)})",
+        f"![INC, FULL and FLOOR against change rate; INC against size]({image})",
         "",
         "## Batches",
         "",
@@ -385,9 +426,6 @@ def write_report(results: Path, out: Path, *, command: str, total_seconds: float
         *setup,
         "",
     ]
-    analysis = results.parent / "analysis.md"
-    if analysis.exists():  # the hand-written reading of the figures: profiles, fixes, before/after
-        lines += ["## What the figures say", "", analysis.read_text(encoding="utf-8")]
-    report = out / "benchmarks.md"
-    report.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return report
+    if analysis is not None:  # the hand-written reading of the figures: profiles, fixes, before/after
+        lines += ["## What the figures say", "", analysis]
+    return "\n".join(lines) + "\n", found

@@ -302,7 +302,7 @@ def measure_ci() -> dict[str, Any]:
     }
 
 
-def _entries(figures: dict[str, Any]) -> list[dict[str, Any]]:
+def entries(figures: dict[str, Any]) -> list[dict[str, Any]]:
     """One targets.json entry per target measured, each with the commit its figure was taken at."""
     found = []
     dag = figures.get("dag")
@@ -330,6 +330,10 @@ def _entries(figures: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def write(out: Path, kind: str, record: dict[str, Any], commit: str) -> None:
+    """Merge `record` into run_path.json (by kind, and by label for views and other DAG folders),
+    then re-write run_path's targets.json entries and run_path.md."""
+    from bench.targets import replace_entries
+
     folder = out / "bench"
     folder.mkdir(parents=True, exist_ok=True)
     store = folder / "run_path.json"
@@ -342,12 +346,9 @@ def write(out: Path, kind: str, record: dict[str, Any], commit: str) -> None:
     else:
         figures[kind] = record
     store.write_text(json.dumps(figures, indent=2) + "\n")
-    targets = folder / "targets.json"
-    mine = set(TARGETS.values())
-    kept = [e for e in json.loads(targets.read_text()) if e["target"] not in mine] if targets.exists() else []
-    entries = _entries(figures)
-    targets.write_text(json.dumps(kept + entries, indent=2) + "\n")
-    (folder / "run_path.md").write_text(markdown(figures, entries))
+    found = entries(figures)
+    replace_entries(folder / "targets.json", "run_path", found)
+    (folder / "run_path.md").write_text(markdown(figures, found))
 
 
 def markdown(figures: dict[str, Any], entries: list[dict[str, Any]]) -> str:

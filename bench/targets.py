@@ -178,9 +178,23 @@ def write(path: Path, found: list[dict[str, Any]]) -> None:
     replace_entries(path, MATRIX, found)
 
 
+def owns(owner: str, entry: dict[str, Any]) -> bool:
+    """Whether `entry` of targets.json is `owner`'s: its `batch` is the owner's name, or starts
+    with the name and a space. A mere prefix is not enough: `audit_cost` does not own
+    `audit_cost_dv`'s entries.
+
+    >>> owns("audit_cost", {"batch": "audit_cost"}), owns("audit_cost", {"batch": "audit_cost_dv"})
+    (True, False)
+    >>> owns("matrix", {"batch": "matrix 15,000,000 orders #57"})
+    True
+    """
+    batch = str(entry.get("batch", ""))
+    return batch == owner or batch.startswith(owner + " ")
+
+
 def replace_entries(path: Path, batch: str, found: list[dict[str, Any]]) -> None:
-    """Replace the entries of targets.json whose `batch` starts with `batch` (one script's) by
-    `found`, keep the others."""
+    """Replace the entries of targets.json that `batch` owns (one script's, see `owns`) by
+    `found`, keep the others in their order."""
     kept = json.loads(path.read_text()) if path.exists() else []
-    kept = [e for e in kept if not str(e.get("batch", "")).startswith(batch)]
+    kept = [e for e in kept if not owns(batch, e)]
     path.write_text(json.dumps(kept + found, indent=2) + "\n")

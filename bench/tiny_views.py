@@ -15,9 +15,7 @@ other scripts kept); the judged figure is the run at lakejoin's default width.
 
 from __future__ import annotations
 
-import argparse
 import json
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -26,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from bench.harness import Run
     from lakejoin.spec.model import PipelineSpec
 
 VIEWS_PER_KIND = 20  # three kinds: 60 views
@@ -147,22 +146,34 @@ def run_once(spark: SparkSession, spec: PipelineSpec, width: int) -> dict[str, A
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.fixed_cost import gate
+    """`python -m bench.tiny_views [--widths 1,2,3] [--out docs] ...`; exit 1 when a view failed or
+    a gate did."""
+    from bench.harness import Session, run
+
+    return run(
+        argv,
+        program="python -m bench.tiny_views",
+        doc=__doc__ or "",
+        session=Session("lakejoin-tiny-views", extra={"spark.driver.memory": "4g"}),
+        work="build/tiny-views-lake",
+        measure=measure,
+        options=lambda parser: parser.add_argument(
+            "--widths", default="1,2,3", help="views at once, one round each"
+        ),
+        seed=False,
+    )
+
+
+def measure(run: Run) -> int:
+    """A first run of the 60 views, a warm-up round, then a round per width, each gated; the
+    record and its targets.json entry."""
     from bench.measure import lakejoin_commit
-    from lakejoin.delta.session import spark_session
     from lakejoin.engine.pipeline import DEFAULT_PARALLEL
     from lakejoin.spec.parse import parse_spec
 
-    parser = argparse.ArgumentParser(prog="python -m bench.tiny_views", description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default="docs")
-    parser.add_argument("--work", default="build/tiny-views-lake")
-    parser.add_argument("--widths", default="1,2,3", help="views at once, one round each")
-    args = parser.parse_args(argv)
-
-    work = Path(args.work).resolve()
-    shutil.rmtree(work, ignore_errors=True)
+    work = run.work.resolve()
     work.mkdir(parents=True)
-    spark = spark_session(app_name="lakejoin-tiny-views", extra={"spark.driver.memory": "4g"})
+    spark = run.spark
     paths = write_tables(spark, work)
     spec_file = work / "tiny_views.yaml"
     spec_file.write_text(spec_text(work, paths), encoding="utf-8")
@@ -176,39 +187,41 @@ def main(argv: list[str] | None = None) -> int:
     record["first"] = run_once(spark, spec, DEFAULT_PARALLEL)
     print(f"first run (full builds): {record['first']}", flush=True)
     rounds = []
-    widths = [int(w) for w in args.widths.split(",")]
+    widths = [int(w) for w in run.args.widths.split(",")]
     # A warm-up round first, not judged: the JVM's first incremental batches compile code paths.
     for number, width in enumerate([widths[0], *widths], start=1):
         tiny_change(spark, paths, number)
-        figures = run_once(spark, spec, width) | {"warm_up": number == 1, "gate": gate(spark, spec)}
+        figures = run_once(spark, spec, width) | {"warm_up": number == 1, "gate": run.gate(spec)}
         print(f"round {number}: {figures}", flush=True)
         rounds.append(figures)
-    spark.stop()
+    run.stop_spark()
     record["rounds"] = rounds
 
-    out = Path(args.out) / "bench"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "tiny_views.json").write_text(json.dumps(record, indent=2) + "\n")
-    judged = [r for r in rounds if not r["warm_up"] and r["width"] == DEFAULT_PARALLEL]
-    if judged:
-        write_target(out / "targets.json", judged[-1]["seconds"], record["commit"])
+    (run.out / "tiny_views.json").write_text(json.dumps(record, indent=2) + "\n")
+    found = targets(record)
+    if found:
+        run.replace_targets(BATCH, found)
     wrong = any(r["gate"] or r["failed"] for r in rounds)
     return 1 if wrong else 0
 
 
-def write_target(path: Path, seconds: float, commit: str) -> None:
-    """Replace this script's entry in targets.json, keep the others."""
-    entry = {
-        "target": TARGET,
-        "measured": seconds,
-        "limit": LIMIT_SECONDS,
-        "met": seconds <= LIMIT_SECONDS,
-        "batch": BATCH,
-        "commit": commit,
-    }
-    kept = json.loads(path.read_text()) if path.exists() else []
-    kept = [e for e in kept if e["target"] != TARGET]
-    path.write_text(json.dumps([*kept, entry], indent=2) + "\n")
+def targets(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The record's targets.json entry: the last judged round (the default width, not the warm-up);
+    none without one. Pure: `python -m bench judge` re-derives it."""
+    judged = [r for r in record["rounds"] if not r["warm_up"] and r["width"] == record["default"]]
+    if not judged:
+        return []
+    seconds = judged[-1]["seconds"]
+    return [
+        {
+            "target": TARGET,
+            "measured": seconds,
+            "limit": LIMIT_SECONDS,
+            "met": seconds <= LIMIT_SECONDS,
+            "batch": BATCH,
+            "commit": record["commit"],
+        }
+    ]
 
 
 if __name__ == "__main__":
