@@ -283,6 +283,7 @@ def summary_table(summaries: list) -> Table:  # noqa: ANN001 - list[BatchSummary
         "updated",
         "deleted",
         "unchanged skipped",
+        "write",
         "view kind",
     ):
         table.add_column(
@@ -317,6 +318,7 @@ def summary_table(summaries: list) -> Table:  # noqa: ANN001 - list[BatchSummary
             str(s.updated),
             str(s.deleted),
             str(s.unchanged_skipped),
+            s.write or "-",
             kind_details(s.kind_metrics),
         )
     return table

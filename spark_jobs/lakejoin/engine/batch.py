@@ -533,7 +533,10 @@ def _take_write(summary: BatchSummary, derived: Derived, committed: Committed) -
     written = committed.output
     if written.strategy is not None:
         summary.write = written.strategy.value
-        summary.notes["write"] = write_note(written.strategy, written.tried)
+        # The strategy is a column of the summary and the log; a note says only that one gave
+        # the batch up first (why is in the "output" note).
+        if written.tried:
+            summary.notes["write"] = write_note(written.strategy, written.tried)
 
 
 @dataclass(frozen=True)
