@@ -378,11 +378,13 @@ class BatchContext:
         held = self._parts.get(id(frame))
         return held[1] if held is not None and held[0] is frame else [frame]
 
-    def whole_source(self, source: Source) -> DataFrame:
-        """The pinned snapshot, checked for null and duplicate keys (a full recompute reads it all)."""
+    def whole_unique(self, source: Source) -> DataFrame:
+        """The pinned snapshot, checked for null keys, then for duplicate keys (a full recompute
+        reads it all; no checks while the derivation does not check its inputs)."""
         rows = self.snapshot(source)
         if self.derivation.check_inputs:
             self.require_keys(rows, source)
+        self.require_unique(rows, source)
         return rows
 
 

@@ -229,8 +229,7 @@ class EnrichView(ViewKindLogic):
                     changes = None
             if changes is not None:
                 return self._rebuild_affected(ctx, changes, reached, counts)
-        fact_rows = ctx.whole_source(self.fact)
-        ctx.require_unique(fact_rows, self.fact)
+        fact_rows = ctx.whole_unique(self.fact)
         dimensions = [
             self._dimension_rows(ctx, d, fact_rows, counts, whole=True) for d in self.enrich.dimensions
         ]
@@ -312,8 +311,7 @@ class EnrichView(ViewKindLogic):
         table = self.table(d)
         rows = None
         if whole:
-            rows = ctx.whole_source(table)
-            ctx.require_unique(rows, table)
+            rows = ctx.whole_unique(table)
         elif few is not None:
             rows = ctx.referenced_on_driver(table, few, d.fk)
         if rows is None:

@@ -151,10 +151,7 @@ class FkJoinView(ViewKindLogic):
                     previous=previous,
                     held={self.right.name: right_rows},
                 )
-        left_rows = ctx.whole_source(self.left)
-        ctx.require_unique(left_rows, self.left)
-        right_rows = ctx.whole_source(self.right)
-        ctx.require_unique(right_rows, self.right)
+        left_rows, right_rows = ctx.whole_unique(self.left), ctx.whole_unique(self.right)
         rows = recompute(
             left_rows,
             right_rows,

@@ -227,10 +227,7 @@ class ListJoinView(ViewKindLogic):
             ):
                 return self._incremental(ctx, changes, routed, counts)
         key = self.left.key
-        left_rows = ctx.whole_source(self.left)
-        ctx.require_unique(left_rows, self.left)
-        right_rows = ctx.whole_source(self.right)
-        ctx.require_unique(right_rows, self.right)
+        left_rows, right_rows = ctx.whole_unique(self.left), ctx.whole_unique(self.right)
         lists = self._lists(
             composite_rows(left_rows, self.join, key, outer=True),
             right_rows,

@@ -149,7 +149,6 @@ class RekeyView(ViewKindLogic):
         null_keys = F.count_if(null_key(v)).alias("n")
         if changes is None:
             rows = self._full_index(ctx)
-            ctx.require_unique(rows, self.master)
             kept = rows.observe(dropped, null_keys).where(~null_key(v))
             claims = kept.select(*spark_columns(index_columns)).localCheckpoint()
             update = IndexUpdate(claims, full=True)
@@ -318,7 +317,7 @@ class RekeyView(ViewKindLogic):
         """
         from pyspark.sql import functions as F
 
-        snapshot = ctx.whole_source(self.master)
+        snapshot = ctx.whole_unique(self.master)
         pinned = ctx.version(self.master)
         if self.resolution is not Resolution.LATEST:
             return snapshot.withColumn(SINCE, F.lit(pinned).cast("bigint"))
