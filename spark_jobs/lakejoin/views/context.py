@@ -255,19 +255,6 @@ class BatchContext:
         collects none."""
         self._values[id(frame), key] = (frame, values if lookups.literal_keys(values) else None)
 
-    def changed_on_driver(
-        self, changes: Mapping[str, DataFrame], right: Source, left: Source
-    ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]] | None:
-        """The changed keys of `right` and of `left` on the driver, for routes looked up there
-        (a right change's left rows, but for the left keys that changed themselves); None
-        when either is too many or of a type a driver lookup does not take."""
-        changed = self.key_values(changes[right.name], right.key, self.changed.get(right.name))
-        if changed is None:
-            return None
-        # The affected rows' driver lookup reads the left keys too (collected once).
-        left_changed = self.key_values(changes[left.name], left.key, self.changed.get(left.name))
-        return None if left_changed is None else (changed, left_changed)
-
     def driver_rows(
         self, source: Source, values: Sequence[tuple[Any, ...]], *, excluding: Sequence[tuple[Any, ...]] = ()
     ) -> DataFrame | None:

@@ -35,7 +35,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from lakejoin.delta import routing
 from lakejoin.delta.change_feed import before_rows
 from lakejoin.delta.key_ranges import materialised
 from lakejoin.delta.sql_text import spark_column, spark_columns, spark_quoted
@@ -48,6 +47,7 @@ from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
 from lakejoin.views.health_flags import KEEP, flag
 from lakejoin.views.joins import matching, previous_rows, referenced_right_rows
+from lakejoin.views.reads import Route, fk_route, reached
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -144,91 +144,40 @@ class EnrichView(ViewKindLogic):
         """A route per dimension (named by its stable id), and the fact's fk columns it holds."""
         return {d.id: d.fk for d in self.enrich.dimensions}
 
+    @property
+    def routes(self) -> tuple[Route, ...]:
+        """In propagate, a dimension change reaches the facts whose fk holds its key at the pin
+        (a route per dimension); in lookup, none."""
+        if not self.propagate:
+            return ()
+        return tuple(fk_route(self.table(d), d.fk, self.fact) for d in self.enrich.dimensions)
+
     def _columns(self, d: Dimension, schemas: Mapping[str, Mapping[str, str]]) -> list[str]:
         """The dimension's columns the output carries: the declared ones, or all but its key."""
         return carried_columns(d.columns, schemas[d.table], self.table(d).key)
 
     # --- affected keys -------------------------------------------------------------------
 
-    def _reached(
-        self, ctx: BatchContext, changes: Mapping[str, DataFrame]
-    ) -> tuple[DataFrame | list[Any], int]:
-        """The fact keys whose fk holds a changed dimension key at the pin, but for the facts
-        that changed themselves (incremental work either way, so the fan-out rule does not count
-        them), and how many: listed on the driver when the changed keys are few (lookups.py),
-        else a materialised frame."""
-        from pyspark.sql import functions as F
-
-        fact_changes = changes[self.fact.name]
-        listed: list[tuple[Any, ...]] | None = []
-        for d in self.enrich.dimensions:
-            changed = ctx.key_values(changes[d.table], self.table(d).key, ctx.changed.get(d.table))
-            found = (
-                None
-                if changed is None
-                else routing.routed_on_driver(
-                    self.fact.path,
-                    ctx.version(self.fact),
-                    changed,
-                    route=d.fk,
-                    most=ctx.most_keys - len(listed or []),  # the dimensions' reach together
-                    left_key=self.fact.key,
-                )
-            )
-            if found is None or listed is None:
-                listed = None
-                break
-            listed += found
-        # The facts' changed keys, only when the routes were found on the driver (the affected
-        # rows' driver lookup reads them too: collected once).
-        fact_changed = (
-            None
-            if listed is None
-            else ctx.key_values(fact_changes, self.fact.key, ctx.changed.get(self.fact.name))
-        )
-        if listed is not None and fact_changed is not None:
-            unique = sorted(set(listed).difference(fact_changed))
-            return unique, len(unique)
-        index = routing.routes(ctx.snapshot(self.fact), self.fact.key, self._routes())
-        reached = None
-        for d in self.enrich.dimensions:
-            keys = routing.routed_left_keys(
-                index,
-                changes[d.table],
-                self.table(d).key,
-                route=d.id,
-                left_key=self.fact.key,
-                changed=ctx.changed.get(d.table),
-            )
-            reached = keys if reached is None else reached.union(keys)
-        assert reached is not None
-        key = list(self.fact.key)
-        done, count, _ = materialised(
-            reached.distinct().join(F.broadcast(fact_changes.select(*key)), on=key, how="left_anti")
-        )
-        return done, count
-
     # --- recompute -------------------------------------------------------------------------
 
     def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
         counts: dict[str, int] = {}
         if changes is not None:
-            reached: DataFrame | list[Any] = []
-            if self.propagate:
-                reached, count = self._reached(ctx, changes)
-                if fans_out(
-                    ctx,
-                    self.fact,
-                    count,
-                    self.enrich.fanout_threshold,
-                    counts,
-                    changed="dimension keys",
-                    of="facts",
-                    min_rows=self.enrich.fanout_min_rows,
-                ):
-                    changes = None
+            reach = reached(ctx, self.fact, self.routes, changes)
+            # Lookup has no routes: it never applies the fan-out rule.
+            if self.propagate and fans_out(
+                ctx,
+                self.fact,
+                reach.count,
+                self.enrich.fanout_threshold,
+                counts,
+                changed="dimension keys",
+                of="facts",
+                min_rows=self.enrich.fanout_min_rows,
+            ):
+                changes = None
             if changes is not None:
-                return self._rebuild_affected(ctx, changes, reached, counts)
+                return self._rebuild_affected(ctx, changes, reach.keys, counts)
         fact_rows = ctx.whole_unique(self.fact)
         dimensions = [
             self._dimension_rows(ctx, d, fact_rows, counts, whole=True) for d in self.enrich.dimensions

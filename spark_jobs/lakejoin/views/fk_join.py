@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from lakejoin.delta import routing
 from lakejoin.delta.change_feed import before_rows
 from lakejoin.delta.key_ranges import Keys, materialised
 from lakejoin.delta.sql_text import spark_column, spark_quoted
@@ -26,6 +25,7 @@ from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
 from lakejoin.views.health_flags import KEEP, flag
 from lakejoin.views.joins import matching, previous_rows, referenced_right_rows, wanted_names
+from lakejoin.views.reads import Route, fk_route, reached
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -108,13 +108,13 @@ class FkJoinView(ViewKindLogic):
         counts: dict[str, int] = {}
         right_columns = self._right_columns(ctx.schemas)
         if changes is not None:
-            routed, reached = self._routed(ctx, changes)
+            reach = reached(ctx, self.left, self.routes, changes, driving_first=True)
             # A right row referenced by many left rows (a popular customer) can reach a large
             # share of the output: then one recompute beats routing every key.
             if not fans_out(
                 ctx,
                 self.left,
-                reached,
+                reach.count,
                 self.join.fanout_threshold,
                 counts,
                 changed="right keys",
@@ -122,7 +122,7 @@ class FkJoinView(ViewKindLogic):
                 min_rows=self.join.fanout_min_rows,
             ):
                 (affected, count, bounds), left_rows, right_rows, left_before = self._affected_rows(
-                    ctx, changes, routed
+                    ctx, changes, reach.keys
                 )
                 rows = recompute(
                     left_rows,
@@ -162,43 +162,10 @@ class FkJoinView(ViewKindLogic):
         )
         return Rebuilt(rows, None, metrics=counts)
 
-    def _routed(
-        self, ctx: BatchContext, changes: Mapping[str, DataFrame]
-    ) -> tuple[DataFrame | list[Any], int]:
-        """The left keys the changed right keys reach (the pinned left rows whose fk holds one),
-        but for the left keys that changed themselves (incremental work either way, so the
-        fan-out rule does not count them), and how many: listed on the driver when the right
-        keys are few (lookups.py), else a materialised frame."""
-        from pyspark.sql import functions as F
-
-        right_changes, left_changes = changes[self.right.name], changes[self.left.name]
-        on_driver = ctx.changed_on_driver(changes, self.right, self.left)
-        if on_driver is not None:
-            changed, left_changed = on_driver
-            listed = routing.routed_on_driver(
-                self.left.path,
-                ctx.version(self.left),
-                changed,
-                self.join.fk,
-                most=ctx.most_keys,
-                left_key=self.left.key,
-            )
-            if listed is not None:
-                reached = sorted(set(listed).difference(left_changed))
-                return reached, len(reached)
-        fk_routes = {routing.RIGHT_KEY: self.join.fk}
-        left_routes = routing.routes(ctx.snapshot(self.left), self.left.key, fk_routes)
-        key = list(self.left.key)
-        routed, count, _ = materialised(
-            routing.routed_left_keys(
-                left_routes,
-                right_changes,
-                self.right.key,
-                left_key=key,
-                changed=ctx.changed.get(self.right.name),
-            ).join(F.broadcast(left_changes.select(*key)), on=key, how="left_anti")
-        )
-        return routed, count
+    @property
+    def routes(self) -> tuple[Route, ...]:
+        """A right change reaches the left rows whose fk holds its key at the pin."""
+        return (fk_route(self.right, self.join.fk, self.left),)
 
     def _affected_rows(
         self, ctx: BatchContext, changes: Mapping[str, DataFrame], routed: DataFrame | list[Any]

@@ -25,7 +25,7 @@ first).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta import routing
@@ -35,12 +35,13 @@ from lakejoin.delta.sql_text import spark_columns, spark_quoted
 from lakejoin.quality import checks as quality
 from lakejoin.quality.validations import Validation
 from lakejoin.spec.kind_parts import carried_columns
-from lakejoin.spec.model import Duplicates, Key, ListJoin, PipelineSpec, View
+from lakejoin.spec.model import Duplicates, Key, ListJoin, PipelineSpec, Source, View
 from lakejoin.views.base import Rebuilt, ViewKindLogic, held_rows
 from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
 from lakejoin.views.health_flags import KEEP, flag
 from lakejoin.views.joins import matching, previous_rows
+from lakejoin.views.reads import Reach, Route, reached
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -157,6 +158,29 @@ def signatures(composite: DataFrame, left_key: Key) -> DataFrame:
     )
 
 
+def list_route(source: Source, list_column: str, driving: Source) -> Route:
+    """The route of the right source, whose keys the driving (left) rows hold as the elements of
+    their `list_column`."""
+    from pyspark.sql import functions as F
+
+    fields = source.key if len(source.key) > 1 else ()
+
+    def on_driver(path: str, version: int, changed: Sequence[tuple[Any, ...]], most: int, key: Key) -> Any:
+        return routing.holding_on_driver(
+            path, version, changed, list_column, most=most, left_key=key, element_fields=fields
+        )
+
+    def in_spark(rows: DataFrame, changes: DataFrame, count: int | None) -> DataFrame:
+        # The left key renamed while the elements are exploded beside it (a left key column may
+        # be named as the element column).
+        holders = rows.select(*as_left_names(driving.key), F.explode(list_column).alias(ELEMENT))
+        wanted = changes.select(element_key(source.key).alias(ELEMENT))
+        held = holders.join(F.broadcast(wanted), on=ELEMENT, how="left_semi")
+        return held.select(*left_names(driving.key)).distinct().select(*from_left_names(driving.key))
+
+    return Route(source, on_driver, in_spark)
+
+
 class ListJoinView(ViewKindLogic):
     def __init__(self, spec: PipelineSpec, view: View) -> None:
         super().__init__(spec, view)
@@ -212,20 +236,20 @@ class ListJoinView(ViewKindLogic):
     def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
         counts: dict[str, int] = {}
         if changes is not None:
-            routed, reached = self._routed(ctx, changes)
+            reach = self._reached(ctx, changes)
             # An element held by many lists (a popular tag) can reach a large share of the
             # output: then one recompute beats re-joining every list that holds it.
             if not fans_out(
                 ctx,
                 self.left,
-                reached,
+                reach.count,
                 self.join.fanout_threshold,
                 counts,
                 changed="right keys",
                 of="left rows",
                 min_rows=self.join.fanout_min_rows,
             ):
-                return self._incremental(ctx, changes, routed, counts)
+                return self._incremental(ctx, changes, reach.keys, counts)
         key = self.left.key
         left_rows, right_rows = ctx.whole_unique(self.left), ctx.whole_unique(self.right)
         lists = self._lists(
@@ -261,8 +285,8 @@ class ListJoinView(ViewKindLogic):
             rejoin_composite, rebuilt, _ = materialised(composite_rows(left_rows, self.join, key))
             kept, carried, rejoin_rows, carried_left = None, 0, left_rows, None
         else:
-            if isinstance(routed, list):
-                routed = ctx.keys_frame(self.left, routed).select(*as_left_names(key))
+            routed = ctx.keys_frame(self.left, routed) if isinstance(routed, list) else routed
+            routed = routed.select(*as_left_names(key))
             changed_keys = left_changed.select(*as_left_names(key))
             affected, count, bounds = materialised(changed_keys.union(routed).distinct(), lk)
             keys, key_bounds = affected.select(*from_left_names(key)), bounds.renamed(key)
@@ -379,45 +403,18 @@ class ListJoinView(ViewKindLogic):
         kept, carried, _ = materialised(same.select(*lk, into))
         return kept, carried, F.broadcast(kept.select(*from_left_names(key)))
 
-    def _routed(
-        self, ctx: BatchContext, changes: Mapping[str, DataFrame]
-    ) -> tuple[DataFrame | list[Any], int]:
-        """The left keys whose list holds a changed element in the pinned left table, but for
-        the left keys that changed themselves (incremental work either way, so the fan-out rule
-        does not count them), and how many: listed on the driver when the changed elements are
-        few (lookups.py), else materialised. With no changed element the table is not read."""
-        from pyspark.sql import functions as F
+    @property
+    def routes(self) -> tuple[Route, ...]:
+        """A right change reaches the left rows whose list holds its key at the pin."""
+        return (list_route(self.right, self.join.list, self.left),)
 
-        right_changes, left_changes = changes[self.right.name], changes[self.left.name]
+    def _reached(self, ctx: BatchContext, changes: Mapping[str, DataFrame]) -> Reach:
+        """The left keys whose list holds a changed element in the pinned left table, but for
+        the left keys that changed themselves (`reads.reached`). With no changed element the
+        table is not read."""
         if not ctx.changed.get(self.right.name, 1):
-            return [], 0
-        on_driver = ctx.changed_on_driver(changes, self.right, self.left)
-        if on_driver is not None:
-            changed, left_changed = on_driver
-            listed = routing.holding_on_driver(
-                self.left.path,
-                ctx.version(self.left),
-                changed,
-                self.join.list,
-                most=ctx.most_keys,
-                left_key=self.left.key,
-                element_fields=self.right.key if len(self.right.key) > 1 else (),
-            )
-            if listed is not None:
-                others = sorted(set(listed).difference(left_changed))
-                return others, len(others)
-        key, lk = self.left.key, left_names(self.left.key)
-        holders = ctx.snapshot(self.left).select(
-            *as_left_names(key), F.explode(self.join.list).alias(ELEMENT)
-        )
-        wanted = right_changes.select(element_key(self.right.key).alias(ELEMENT))
-        done, reached, _ = materialised(
-            holders.join(F.broadcast(wanted), on=ELEMENT, how="left_semi")
-            .select(*lk)
-            .distinct()
-            .join(F.broadcast(left_changes.select(*as_left_names(key))), on=lk, how="left_anti")
-        )
-        return done, reached
+            return Reach([], 0)
+        return reached(ctx, self.left, self.routes, changes, driving_first=True)
 
     def write_state(self, ctx: BatchContext, rebuilt: Rebuilt, *, since: int) -> None:
         """No state to write (see the module)."""

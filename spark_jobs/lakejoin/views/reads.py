@@ -1,0 +1,144 @@
+"""The reads a view kind's incremental rebuild is made of, each on the driver when the keys are
+few (delta-rs, lookups.py: no Spark job) or else with Spark: which rows of the driving input
+the other inputs' changes reach (`reached`, through the kind's `Route`s).
+
+Apart from the kinds because the rule is the same for all of them: only the routes differ (an
+fk column, a list of fks). Apart from views/context.py because these reads are made of the
+context's, for a kind's routes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import reduce
+from typing import TYPE_CHECKING, Any
+
+from lakejoin.delta import routing
+from lakejoin.delta.key_ranges import materialised
+from lakejoin.spec.model import Key, Source
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from lakejoin.views.context import BatchContext
+
+# (driving table's path, its pinned version, changed keys of the route's source, at most how
+# many driving keys, the driving key) -> the driving keys whose row holds one of them, read on
+# the driver; None when the lookup does not take them (too many, or a table delta-rs does not read).
+OnDriver = Callable[[str, int, Sequence[tuple[Any, ...]], int, Key], "list[tuple[Any, ...]] | None"]
+# (the pinned driving rows, the route source's changes, how many keys changed if known) -> the
+# driving keys (columns named as the driving key) whose row holds a changed key, one row each.
+InSpark = Callable[["DataFrame", "DataFrame", "int | None"], "DataFrame"]
+
+
+@dataclass(frozen=True)
+class Route:
+    """How the changes of one input (`source`) reach rows of the driving input: the driving
+    rows that hold a changed key of it at the pin (a subscription, KIP-213), found on the driver
+    or with Spark. The pinned driving table is the routing index: no state is kept."""
+
+    source: Source
+    on_driver: OnDriver
+    in_spark: InSpark
+
+
+def fk_route(source: Source, fk: Key, driving: Source) -> Route:
+    """The route of a source whose key the driving rows hold in their `fk` columns (fk_join's
+    right, an enrich dimension)."""
+
+    def on_driver(path: str, version: int, changed: Sequence[tuple[Any, ...]], most: int, key: Key) -> Any:
+        return routing.routed_on_driver(path, version, changed, route=fk, most=most, left_key=key)
+
+    def in_spark(rows: DataFrame, changes: DataFrame, count: int | None) -> DataFrame:
+        index = routing.routes(rows, driving.key, {routing.RIGHT_KEY: fk})
+        return routing.routed_left_keys(index, changes, source.key, left_key=driving.key, changed=count)
+
+    return Route(source, on_driver, in_spark)
+
+
+@dataclass(frozen=True)
+class Reach:
+    """The driving keys the other inputs' changes reach, but for the driving keys that changed
+    themselves (incremental work either way, so the fan-out rule does not count them): listed
+    on the driver (`keys` a sorted list) or a materialised frame, and how many."""
+
+    keys: list[tuple[Any, ...]] | DataFrame
+    count: int
+
+
+def reached(
+    ctx: BatchContext,
+    driving: Source,
+    routes: Sequence[Route],
+    changes: Mapping[str, DataFrame],
+    *,
+    driving_first: bool = False,
+) -> Reach:
+    """The driving keys `routes` reach from their sources' `changes` (`Reach`): on the driver
+    when every route's changed keys and the driving changed keys are few and each lookup finds
+    few (the lookups share one budget, `ctx.most_keys`), else with Spark. No routes reach
+    nothing, and nothing is read.
+
+    `driving_first`: the driving keys are collected after the first route's keys, before any
+    lookup (fk_join's and list_join's order); else after the lookups (enrich's). Each kind
+    keeps its order, and so its Spark jobs when a lookup finds too many keys."""
+    if not routes:
+        return Reach([], 0)
+    listed = _reached_on_driver(ctx, driving, routes, changes, driving_first=driving_first)
+    if listed is not None:
+        return Reach(listed, len(listed))
+    return _reached_in_spark(ctx, driving, routes, changes)
+
+
+def _reached_on_driver(
+    ctx: BatchContext,
+    driving: Source,
+    routes: Sequence[Route],
+    changes: Mapping[str, DataFrame],
+    *,
+    driving_first: bool,
+) -> list[tuple[Any, ...]] | None:
+    """`reached` on the driver; None when a read there does not take the keys."""
+
+    def changed_keys(source: Source) -> list[tuple[Any, ...]] | None:
+        return ctx.key_values(changes[source.name], source.key, ctx.changed.get(source.name))
+
+    listed: list[tuple[Any, ...]] = []
+    own: list[tuple[Any, ...]] | None = None
+    for route in routes:
+        changed = changed_keys(route.source)
+        if changed is None:
+            return None
+        if driving_first and own is None:
+            # The affected rows' driver lookup reads the driving keys too (collected once).
+            own = changed_keys(driving)
+            if own is None:
+                return None
+        most = ctx.most_keys - len(listed)  # the routes' reach together
+        found = route.on_driver(driving.path, ctx.version(driving), changed, most, driving.key)
+        if found is None:
+            return None
+        listed += found
+    if own is None:
+        own = changed_keys(driving)
+        if own is None:
+            return None
+    return sorted(set(listed).difference(own))
+
+
+def _reached_in_spark(
+    ctx: BatchContext, driving: Source, routes: Sequence[Route], changes: Mapping[str, DataFrame]
+) -> Reach:
+    """`reached` with Spark: each route's driving keys in the pinned driving table (a union,
+    made distinct, of several), but for the changed driving keys, materialised."""
+    from pyspark.sql import functions as F
+
+    rows = ctx.snapshot(driving)
+    found = [r.in_spark(rows, changes[r.source.name], ctx.changed.get(r.source.name)) for r in routes]
+    keys = found[0] if len(found) == 1 else reduce(lambda a, b: a.union(b), found).distinct()
+    key = list(driving.key)
+    done, count, _ = materialised(
+        keys.join(F.broadcast(changes[driving.name].select(*key)), on=key, how="left_anti")
+    )
+    return Reach(done, count)
