@@ -36,7 +36,6 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta.change_feed import before_rows
-from lakejoin.delta.key_ranges import materialised
 from lakejoin.delta.sql_text import spark_column, spark_columns, spark_quoted
 from lakejoin.quality import checks as quality
 from lakejoin.quality.validations import Validation
@@ -47,7 +46,7 @@ from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
 from lakejoin.views.health_flags import KEEP, flag
 from lakejoin.views.joins import matching, previous_rows, referenced_right_rows
-from lakejoin.views.reads import Route, fk_route, reached
+from lakejoin.views.reads import Reach, Route, affected_rows, fk_route, reached
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -177,7 +176,7 @@ class EnrichView(ViewKindLogic):
             ):
                 changes = None
             if changes is not None:
-                return self._rebuild_affected(ctx, changes, reach.keys, counts)
+                return self._rebuild_affected(ctx, changes, reach, counts)
         fact_rows = ctx.whole_unique(self.fact)
         dimensions = [
             self._dimension_rows(ctx, d, fact_rows, counts, whole=True) for d in self.enrich.dimensions
@@ -188,26 +187,15 @@ class EnrichView(ViewKindLogic):
         self,
         ctx: BatchContext,
         changes: Mapping[str, DataFrame],
-        reached: DataFrame | list[Any],
+        reach: Reach,
         counts: dict[str, int],
     ) -> Rebuilt:
         """The rows of the facts that changed or that a changed dimension key reaches: found on
         the driver when they are few (lookups.py), else with Spark. Its metrics are `counts`, to
         which the dimensions' join strategies are added."""
         fact_changes = changes[self.fact.name]
-        found = (
-            ctx.affected_on_driver(self.fact, fact_changes, reached) if isinstance(reached, list) else None
-        )
-        if found is not None:
-            (affected, count, bounds), fact_rows = found
-        else:
-            keys = fact_changes.select(*self.fact.key)
-            if isinstance(reached, list):
-                keys = keys.union(ctx.keys_frame(self.fact, reached)) if reached else keys
-            else:
-                keys = keys.union(reached)
-            affected, count, bounds = materialised(keys.distinct(), self.fact.key)
-            fact_rows = ctx.rows_of(self.fact, affected, fact_changes, bounds)
+        found = affected_rows(ctx, self.fact, fact_changes, reach)
+        (affected, count, bounds), fact_rows = found.keys, found.rows
         # Lookup enriches a fact with the dimensions of the batch that last wrote it, which no
         # input at the previous pins holds: the write reads the output's rows.
         fact_before = None
@@ -220,7 +208,7 @@ class EnrichView(ViewKindLogic):
         # same dimension rows as `referring`, and are collected with no join (fk_join's rule).
         few = (
             None
-            if found is None
+            if not found.few
             else [fact_rows, *([before_rows(fact_changes)] if fact_before is not None else [])]
         )
         dimensions = [

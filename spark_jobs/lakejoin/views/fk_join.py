@@ -11,10 +11,10 @@ writes nothing: the engine writes the output (engine/write.py).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lakejoin.delta.change_feed import before_rows
-from lakejoin.delta.key_ranges import Keys, materialised
+from lakejoin.delta.key_ranges import Keys
 from lakejoin.delta.sql_text import spark_column, spark_quoted
 from lakejoin.quality import checks as quality
 from lakejoin.quality.validations import Validation
@@ -25,7 +25,8 @@ from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
 from lakejoin.views.health_flags import KEEP, flag
 from lakejoin.views.joins import matching, previous_rows, referenced_right_rows, wanted_names
-from lakejoin.views.reads import Route, fk_route, reached
+from lakejoin.views.reads import Reach, Route, affected_rows, fk_route, reached
+from lakejoin.views.reads import affected_keys as affected_keys  # tests/steps take it from here
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -34,12 +35,6 @@ if TYPE_CHECKING:
 def chosen_right_columns(join: FkJoin, right_columns: Sequence[str], right_key: Key) -> list[str]:
     """The right columns the output carries: the declared ones, or all but the right key's."""
     return carried_columns(join.right_columns, right_columns, right_key)
-
-
-def affected_keys(left_changed_keys: DataFrame, routed_keys: DataFrame, left_key: Key) -> DataFrame:
-    """Output keys a batch can change: left keys that changed, and left keys routed from
-    changed right keys. A right change cannot reach any other row."""
-    return left_changed_keys.select(*left_key).union(routed_keys.select(*left_key)).distinct()
 
 
 def recompute(
@@ -122,7 +117,7 @@ class FkJoinView(ViewKindLogic):
                 min_rows=self.join.fanout_min_rows,
             ):
                 (affected, count, bounds), left_rows, right_rows, left_before = self._affected_rows(
-                    ctx, changes, reach.keys
+                    ctx, changes, reach
                 )
                 rows = recompute(
                     left_rows,
@@ -168,23 +163,15 @@ class FkJoinView(ViewKindLogic):
         return (fk_route(self.right, self.join.fk, self.left),)
 
     def _affected_rows(
-        self, ctx: BatchContext, changes: Mapping[str, DataFrame], routed: DataFrame | list[Any]
+        self, ctx: BatchContext, changes: Mapping[str, DataFrame], reach: Reach
     ) -> tuple[Keys, DataFrame, DataFrame, DataFrame | None]:
         """The affected left keys (materialised, counted, their range), their left rows and the
         right rows those reference: found on the driver when they are few (lookups.py). With
         `ctx.derivation.previous`, also their left rows at the previous pins, and the right rows
         read include those these reference."""
         left_changes = changes[self.left.name]
-        found = ctx.affected_on_driver(self.left, left_changes, routed) if isinstance(routed, list) else None
-        if found is not None:
-            keys, left_rows = found
-        else:
-            routed_keys = ctx.keys_frame(self.left, routed) if isinstance(routed, list) else routed
-            keys = materialised(affected_keys(left_changes, routed_keys, self.left.key), self.left.key)
-            affected, _, bounds = keys
-            # Materialised once, one row per key (rows_of checks it): the join and the routes
-            # reuse them.
-            left_rows = ctx.rows_of(self.left, affected, left_changes, bounds)
+        found = affected_rows(ctx, self.left, left_changes, reach)
+        keys, left_rows = found.keys, found.rows
         left_before, referring, on_driver = None, left_rows, [left_rows]
         if ctx.derivation.previous:
             left_before = previous_rows(left_rows, left_changes, self.left.key)
@@ -195,7 +182,7 @@ class FkJoinView(ViewKindLogic):
             referring = left_rows.select(*self.join.fk).unionByName(left_before.select(*self.join.fk))
             on_driver.append(before_rows(left_changes))
         right_rows = None
-        if found is not None:
+        if found.few:
             right_rows = ctx.referenced_on_driver(self.right, on_driver, self.join.fk)
         if right_rows is None:
             right_rows = ctx.unique_rows(

@@ -41,7 +41,7 @@ from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
 from lakejoin.views.health_flags import KEEP, flag
 from lakejoin.views.joins import matching, previous_rows
-from lakejoin.views.reads import Reach, Route, reached
+from lakejoin.views.reads import Reach, Route, affected_rows, reached
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -249,7 +249,7 @@ class ListJoinView(ViewKindLogic):
                 of="left rows",
                 min_rows=self.join.fanout_min_rows,
             ):
-                return self._incremental(ctx, changes, reach.keys, counts)
+                return self._incremental(ctx, changes, reach, counts)
         key = self.left.key
         left_rows, right_rows = ctx.whole_unique(self.left), ctx.whole_unique(self.right)
         lists = self._lists(
@@ -264,7 +264,7 @@ class ListJoinView(ViewKindLogic):
         self,
         ctx: BatchContext,
         changes: Mapping[str, DataFrame],
-        routed: DataFrame | list[Any],
+        reach: Reach,
         counts: dict[str, int],
     ) -> Rebuilt:
         """Re-join the lists of the left keys that changed or hold a changed element, but, in a
@@ -276,21 +276,15 @@ class ListJoinView(ViewKindLogic):
         key, lk = self.left.key, left_names(self.left.key)
         left_changed, right_changed = changes[self.left.name], changes[self.right.name]
         # A batch of few keys finds them and their rows on the driver (lookups.py).
-        found = ctx.affected_on_driver(self.left, left_changed, routed) if isinstance(routed, list) else None
-        if found is not None:
-            (keys, count, key_bounds), left_rows = found
+        found = affected_rows(ctx, self.left, left_changed, reach)
+        (keys, count, key_bounds), left_rows = found.keys, found.rows
+        if found.few:
             # A batch of few keys re-joins every affected list: carrying a list as it was costs a
             # read of the output and two jobs more than re-joining a few lists, which give the
             # same rows (the output is the recompute at the previous pins).
             rejoin_composite, rebuilt, _ = materialised(composite_rows(left_rows, self.join, key))
             kept, carried, rejoin_rows, carried_left = None, 0, left_rows, None
         else:
-            routed = ctx.keys_frame(self.left, routed) if isinstance(routed, list) else routed
-            routed = routed.select(*as_left_names(key))
-            changed_keys = left_changed.select(*as_left_names(key))
-            affected, count, bounds = materialised(changed_keys.union(routed).distinct(), lk)
-            keys, key_bounds = affected.select(*from_left_names(key)), bounds.renamed(key)
-            left_rows = ctx.rows_of(self.left, keys, left_changed, key_bounds)
             new_composite = composite_rows(left_rows, self.join, key).localCheckpoint()
             kept, carried, carried_left = self._carried(
                 ctx, left_changed, right_changed, new_composite, key_bounds
@@ -311,7 +305,7 @@ class ListJoinView(ViewKindLogic):
             )
             elements = elements.unionByName(composite_rows(rejoin_before, self.join, key).select(ELEMENT))
         referenced = None
-        if found is not None:
+        if found.few:
             parts, names = self._element_columns()
             # every element of every re-joined list (now and before): many rows when the lists
             # are long, so Spark makes them distinct before they are collected

@@ -1,6 +1,7 @@
 """The reads a view kind's incremental rebuild is made of, each on the driver when the keys are
 few (delta-rs, lookups.py: no Spark job) or else with Spark: which rows of the driving input
-the other inputs' changes reach (`reached`, through the kind's `Route`s).
+the other inputs' changes reach (`reached`, through the kind's `Route`s), and the affected keys
+with their driving rows (`affected_rows`).
 
 Apart from the kinds because the rule is the same for all of them: only the routes differ (an
 fk column, a list of fks). Apart from views/context.py because these reads are made of the
@@ -15,7 +16,7 @@ from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta import routing
-from lakejoin.delta.key_ranges import materialised
+from lakejoin.delta.key_ranges import Keys, materialised
 from lakejoin.spec.model import Key, Source
 
 if TYPE_CHECKING:
@@ -142,3 +143,42 @@ def _reached_in_spark(
         keys.join(F.broadcast(changes[driving.name].select(*key)), on=key, how="left_anti")
     )
     return Reach(done, count)
+
+
+def affected_keys(left_changed_keys: DataFrame, routed_keys: DataFrame, left_key: Key) -> DataFrame:
+    """Output keys a batch can change: left keys that changed, and left keys routed from
+    changed right keys. A right change cannot reach any other row."""
+    return left_changed_keys.select(*left_key).union(routed_keys.select(*left_key)).distinct()
+
+
+@dataclass(frozen=True)
+class Affected:
+    """The affected driving keys (materialised, counted, their range: `key_ranges.Keys`) and
+    their driving rows at the pin, one per key; `few`: found on the driver (lookups.py), so the
+    reads that follow try the driver too."""
+
+    keys: Keys
+    rows: DataFrame
+    few: bool
+
+
+def affected_rows(ctx: BatchContext, driving: Source, changes: DataFrame, reach: Reach) -> Affected:
+    """The driving keys that changed (`changes`, the driving input's net change) or that the
+    other inputs' changes reach (`reach`), and their rows at the pin: on the driver when they
+    are few, else materialised once with Spark (`rows_of` checks them one per key, so the joins
+    and the reads that follow reuse them)."""
+    routed = reach.keys
+    found = ctx.affected_on_driver(driving, changes, routed) if isinstance(routed, list) else None
+    if found is not None:
+        keys, rows = found
+        return Affected(keys, rows, few=True)
+    key = driving.key
+    if not isinstance(routed, list):
+        union = affected_keys(changes, routed, key)
+    elif routed:
+        union = affected_keys(changes, ctx.keys_frame(driving, routed), key)
+    else:  # nothing reached: the changed keys alone
+        union = changes.select(*key).distinct()
+    keys = materialised(union, key)
+    affected, _, bounds = keys
+    return Affected(keys, ctx.rows_of(driving, affected, changes, bounds), few=False)
