@@ -45,8 +45,8 @@ from lakejoin.views.base import Rebuilt, ViewKindLogic, held_rows
 from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
 from lakejoin.views.health_flags import KEEP, flag
-from lakejoin.views.joins import matching, previous_rows, referenced_right_rows
-from lakejoin.views.reads import Reach, Route, affected_rows, fk_route, reached
+from lakejoin.views.joins import matching, previous_rows
+from lakejoin.views.reads import Reach, Route, affected_rows, fk_referenced_rows, fk_route, reached
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -246,15 +246,7 @@ class EnrichView(ViewKindLogic):
         rows as `fact_rows`, each collected without a join). A dimension joined with a shuffle
         is counted in `counts`."""
         table = self.table(d)
-        rows = None
-        if whole:
-            rows = ctx.whole_unique(table)
-        elif few is not None:
-            rows = ctx.referenced_on_driver(table, few, d.fk)
-        if rows is None:
-            rows = ctx.unique_rows(
-                referenced_right_rows(ctx.snapshot(table), fact_rows, d.fk, table.key), table
-            )
+        rows = ctx.whole_unique(table) if whole else fk_referenced_rows(ctx, table, d.fk, fact_rows, few)
         columns = self._columns(d, ctx.schemas)
         return DimensionRows(d, rows, table.key, columns, self._broadcastable(ctx, table, counts))
 

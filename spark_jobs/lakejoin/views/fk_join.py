@@ -24,8 +24,9 @@ from lakejoin.views.base import Rebuilt, ViewKindLogic, held_rows
 from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
 from lakejoin.views.health_flags import KEEP, flag
-from lakejoin.views.joins import matching, previous_rows, referenced_right_rows, wanted_names
-from lakejoin.views.reads import Reach, Route, affected_rows, fk_route, reached
+from lakejoin.views.joins import matching, previous_rows, wanted_names
+from lakejoin.views.joins import referenced_right_rows as referenced_right_rows  # tests/steps take it here
+from lakejoin.views.reads import Reach, Route, affected_rows, fk_referenced_rows, fk_route, reached
 from lakejoin.views.reads import affected_keys as affected_keys  # tests/steps take it from here
 
 if TYPE_CHECKING:
@@ -172,7 +173,7 @@ class FkJoinView(ViewKindLogic):
         left_changes = changes[self.left.name]
         found = affected_rows(ctx, self.left, left_changes, reach)
         keys, left_rows = found.keys, found.rows
-        left_before, referring, on_driver = None, left_rows, [left_rows]
+        left_before, referring, few = None, left_rows, [left_rows]
         if ctx.derivation.previous:
             left_before = previous_rows(left_rows, left_changes, self.left.key)
             # A left row whose fk moved references at the previous pins a right row no left
@@ -180,15 +181,8 @@ class FkJoinView(ViewKindLogic):
             # the unchanged left rows and the changed ones' before their change, so the left
             # rows and those reference the same right rows (and, on the driver, with no join).
             referring = left_rows.select(*self.join.fk).unionByName(left_before.select(*self.join.fk))
-            on_driver.append(before_rows(left_changes))
-        right_rows = None
-        if found.few:
-            right_rows = ctx.referenced_on_driver(self.right, on_driver, self.join.fk)
-        if right_rows is None:
-            right_rows = ctx.unique_rows(
-                referenced_right_rows(ctx.snapshot(self.right), referring, self.join.fk, self.right.key),
-                self.right,
-            )
+            few.append(before_rows(left_changes))
+        right_rows = fk_referenced_rows(ctx, self.right, self.join.fk, referring, few if found.few else None)
         return keys, left_rows, right_rows, left_before
 
     def write_state(self, ctx: BatchContext, rebuilt: Rebuilt, *, since: int) -> None:

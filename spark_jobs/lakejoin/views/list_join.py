@@ -41,7 +41,7 @@ from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
 from lakejoin.views.health_flags import KEEP, flag
 from lakejoin.views.joins import matching, previous_rows
-from lakejoin.views.reads import Reach, Route, affected_rows, reached
+from lakejoin.views.reads import Reach, Route, affected_rows, reached, referenced_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -214,6 +214,17 @@ class ListJoinView(ViewKindLogic):
         names = [f"{ELEMENT}_{i}" for i in range(len(self.right.key))]
         return [F.col(ELEMENT)[c].alias(n) for c, n in zip(self.right.key, names, strict=True)], names
 
+    def _element_rows(self, ctx: BatchContext, elements: DataFrame) -> DataFrame:
+        """The right rows at the pin of `elements` (a column `ELEMENT`), matched as a struct when
+        the right key has several columns (a struct `=` matches a null field, which a match
+        column by column would drop)."""
+        from pyspark.sql import functions as F
+
+        wanted = elements.select(F.col(ELEMENT).alias(MATCH)).where(F.col(MATCH).isNotNull()).distinct()
+        return ctx.snapshot(self.right).join(
+            F.broadcast(wanted), element_key(self.right.key) == wanted[MATCH], how="left_semi"
+        )
+
     def _output_rows(self, left_rows: DataFrame, lists: DataFrame) -> DataFrame:
         """Left rows with the list column replaced by their joined list; with the lists' health
         flags when they carry them (null for a list carried from the output: the batch gives it
@@ -304,24 +315,17 @@ class ListJoinView(ViewKindLogic):
                 else left_before.join(carried_left, on=list(key), how="left_anti")
             )
             elements = elements.unionByName(composite_rows(rejoin_before, self.join, key).select(ELEMENT))
-        referenced = None
-        if found.few:
-            parts, names = self._element_columns()
+        parts, names = self._element_columns()
+        right_rows = referenced_rows(
+            ctx,
+            self.right,
+            names,
+            few=[elements.select(*parts)] if found.few else None,
+            in_spark=lambda: self._element_rows(ctx, elements),
             # every element of every re-joined list (now and before): many rows when the lists
             # are long, so Spark makes them distinct before they are collected
-            referenced = ctx.referenced_on_driver(
-                self.right, elements.select(*parts), names, distinct=rebuilt > ctx.most_keys
-            )
-        if referenced is not None:
-            right_rows = referenced
-        else:
-            wanted = elements.select(F.col(ELEMENT).alias(MATCH)).where(F.col(MATCH).isNotNull()).distinct()
-            right_rows = ctx.unique_rows(
-                ctx.snapshot(self.right).join(
-                    F.broadcast(wanted), element_key(self.right.key) == wanted[MATCH], how="left_semi"
-                ),
-                self.right,
-            )
+            distinct=rebuilt > ctx.most_keys,
+        )
         right_columns = self._right_columns(ctx.schemas)
         lists = self._lists(
             composite_rows(rejoin_rows, self.join, key, outer=True),

@@ -1,7 +1,8 @@
 """The reads a view kind's incremental rebuild is made of, each on the driver when the keys are
 few (delta-rs, lookups.py: no Spark job) or else with Spark: which rows of the driving input
-the other inputs' changes reach (`reached`, through the kind's `Route`s), and the affected keys
-with their driving rows (`affected_rows`).
+the other inputs' changes reach (`reached`, through the kind's `Route`s), the affected keys
+with their driving rows (`affected_rows`), and the rows of another input those reference
+(`referenced_rows`).
 
 Apart from the kinds because the rule is the same for all of them: only the routes differ (an
 fk column, a list of fks). Apart from views/context.py because these reads are made of the
@@ -15,9 +16,11 @@ from dataclasses import dataclass
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
-from lakejoin.delta import routing
-from lakejoin.delta.key_ranges import Keys, materialised
-from lakejoin.spec.model import Key, Source
+from lakejoin.delta import lookups, routing
+from lakejoin.delta.key_ranges import KeyRange, Keys, materialised
+from lakejoin.delta.key_ranges import enabled as ranges_enabled
+from lakejoin.spec.model import Columns, Key, Source
+from lakejoin.views.joins import referenced_right_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -168,7 +171,7 @@ def affected_rows(ctx: BatchContext, driving: Source, changes: DataFrame, reach:
     are few, else materialised once with Spark (`rows_of` checks them one per key, so the joins
     and the reads that follow reuse them)."""
     routed = reach.keys
-    found = ctx.affected_on_driver(driving, changes, routed) if isinstance(routed, list) else None
+    found = _affected_on_driver(ctx, driving, changes, routed) if isinstance(routed, list) else None
     if found is not None:
         keys, rows = found
         return Affected(keys, rows, few=True)
@@ -182,3 +185,60 @@ def affected_rows(ctx: BatchContext, driving: Source, changes: DataFrame, reach:
     keys = materialised(union, key)
     affected, _, bounds = keys
     return Affected(keys, ctx.rows_of(driving, affected, changes, bounds), few=False)
+
+
+def _affected_on_driver(
+    ctx: BatchContext, source: Source, changes: DataFrame, reached: Sequence[tuple[Any, ...]]
+) -> tuple[Keys, DataFrame] | None:
+    """The affected keys of `source` (those that changed, `changes`, and those a change on
+    another side reached, `reached`) and their rows at the pin, found on the driver (the
+    keys as `key_ranges.materialised` gives them, and `rows_of`'s rows). None when they are
+    too many, or of a type or in a table a driver lookup does not take (use Spark)."""
+    changed = ctx.key_values(changes, source.key, ctx.changed.get(source.name))
+    if changed is None:
+        return None
+    values = sorted(set(changed).union(reached))
+    if not lookups.takes(len(values), ctx.most_keys) or not lookups.literal_keys(values):
+        return None
+    rows = ctx.rows_on_driver(source, values, changes, changed)
+    if rows is None:
+        return None
+    keys = ctx.keys_frame(source, values, rows.schema)
+    ctx.know_keys(keys, source.key, values)  # the batch's write takes them (engine/batch.py)
+    listed = values and ranges_enabled(ctx.spark)
+    bounds = KeyRange(source.key)
+    if listed:
+        spans = [(min(v[i] for v in values), max(v[i] for v in values)) for i in range(len(source.key))]
+        bounds = KeyRange(source.key, tuple(spans))
+    return (keys, len(values), bounds), rows
+
+
+def referenced_rows(
+    ctx: BatchContext,
+    source: Source,
+    columns: Columns,
+    *,
+    few: Sequence[DataFrame] | None,
+    in_spark: Callable[[], DataFrame],
+    distinct: bool = False,
+) -> DataFrame:
+    """The rows of `source` at the pin that the affected rows reference through `columns`, one
+    per key: read on the driver when the affected rows were found there (`few`: the frames
+    that reference them, each collected without a join; `distinct`: `referenced_on_driver`'s),
+    else `in_spark()`'s rows, materialised and checked one per key (`unique_rows`)."""
+    rows = None if few is None else ctx.referenced_on_driver(source, few, columns, distinct=distinct)
+    return rows if rows is not None else ctx.unique_rows(in_spark(), source)
+
+
+def fk_referenced_rows(
+    ctx: BatchContext, source: Source, fk: Key, referring: DataFrame, few: Sequence[DataFrame] | None
+) -> DataFrame:
+    """`referenced_rows` of the source whose key `referring`'s `fk` columns hold (fk_join's
+    right, an enrich dimension)."""
+    return referenced_rows(
+        ctx,
+        source,
+        fk,
+        few=few,
+        in_spark=lambda: referenced_right_rows(ctx.snapshot(source), referring, fk, source.key),
+    )
