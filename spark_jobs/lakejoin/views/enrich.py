@@ -36,7 +36,6 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta.change_feed import before_rows
-from lakejoin.delta.sql_text import spark_column, spark_columns, spark_quoted
 from lakejoin.quality import checks as quality
 from lakejoin.quality.validations import Validation
 from lakejoin.spec.kind_parts import carried_columns
@@ -44,8 +43,8 @@ from lakejoin.spec.model import Dimension, EnrichMode, JoinHow, Key, PipelineSpe
 from lakejoin.views.base import Rebuilt, ViewKindLogic, held_rows
 from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
-from lakejoin.views.health_flags import KEEP, flag
-from lakejoin.views.joins import matching, previous_rows
+from lakejoin.views.health_flags import flag
+from lakejoin.views.joins import Flags, JoinStrategy, SideRows, joined, previous_rows
 from lakejoin.views.reads import Reach, Route, affected_rows, fk_referenced_rows, fk_route, reached
 
 if TYPE_CHECKING:
@@ -81,34 +80,19 @@ def recompute(fact_rows: DataFrame, dimensions: Sequence[DimensionRows], *, flag
     With `flags` (views/health_flags.py), every fact, flagged `missing_dimension` when an fk
     without nulls finds no row of its dimension, and kept as the joins keep it.
     """
-    from pyspark.sql import functions as F
-
-    out, added = fact_rows, []
-    missing, keep = F.lit(False), F.lit(True)
-    for i, d in enumerate(dimensions):
-        match = [f"_lj_dim{i}"] if len(d.key) == 1 else [f"_lj_dim{i}_{j}" for j in range(len(d.key))]
-        found = f"_lj_dim{i}_found"
-        right = d.rows.select(
-            *[F.col(k).alias(m) for k, m in zip(d.key, match, strict=True)],
-            *[spark_column(c).alias(d.dimension.prefix + c) for c in d.columns],
-            *([F.lit(True).alias(found)] if flags else []),
+    sides = [
+        SideRows(
+            d.rows,
+            d.key,
+            d.dimension.fk,
+            d.columns,
+            d.dimension.prefix,
+            d.dimension.how,
+            JoinStrategy.BROADCAST if d.broadcast else JoinStrategy.SHUFFLE_HASH,
         )
-        right = F.broadcast(right) if d.broadcast else right.hint("shuffle_hash")
-        how = "left" if flags else d.dimension.how.value
-        out = out.join(right, matching(fact_rows, d.dimension.fk, right, match), how=how)
-        added += [d.dimension.prefix + c for c in d.columns]
-        if flags:
-            null_fk = F.lit(False)
-            for c in d.dimension.fk:
-                null_fk = null_fk | fact_rows[c].isNull()
-            matched = F.col(found).isNotNull()
-            missing = missing | (~null_fk & ~matched)
-            if d.dimension.how is JoinHow.INNER:
-                keep = keep & matched
-    columns = [*[fact_rows[spark_quoted(c)] for c in fact_rows.columns], *spark_columns(added)]
-    if flags:
-        columns += [missing.cast("int").alias(flag("missing_dimension")), keep.alias(KEEP)]
-    return out.select(*columns)
+        for d in dimensions
+    ]
+    return joined(fact_rows, sides, flags=Flags(flag("missing_dimension")) if flags else None)
 
 
 def broadcasts(size_bytes: int, limit_mb: float) -> bool:

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 from lakejoin.delta.change_feed import before_rows
 from lakejoin.delta.key_ranges import Keys
-from lakejoin.delta.sql_text import spark_column, spark_quoted
 from lakejoin.quality import checks as quality
 from lakejoin.quality.validations import Validation
 from lakejoin.spec.kind_parts import carried_columns
@@ -23,8 +22,8 @@ from lakejoin.spec.model import FkJoin, JoinHow, Key, PipelineSpec, View
 from lakejoin.views.base import Rebuilt, ViewKindLogic, held_rows
 from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
-from lakejoin.views.health_flags import KEEP, flag
-from lakejoin.views.joins import matching, previous_rows, wanted_names
+from lakejoin.views.health_flags import flag
+from lakejoin.views.joins import Flags, SideRows, joined, previous_rows
 from lakejoin.views.joins import referenced_right_rows as referenced_right_rows  # tests/steps take it here
 from lakejoin.views.reads import Reach, Route, affected_rows, fk_referenced_rows, fk_route, reached
 from lakejoin.views.reads import affected_keys as affected_keys  # tests/steps take it from here
@@ -57,32 +56,8 @@ def recompute(
     With `flags` (views/health_flags.py), every left row, flagged `null_fk` and `missing_right`
     (an fk without nulls that matches no right key), and kept as the join keeps it.
     """
-    from pyspark.sql import functions as F
-
-    match = wanted_names(len(right_key))
-    found = "_lj_right_found"
-    right = right_rows.select(
-        *[F.col(k).alias(m) for k, m in zip(right_key, match, strict=True)],
-        *[spark_column(c).alias(join.right_prefix + c) for c in right_columns],
-        *([F.lit(True).alias(found)] if flags else []),
-    )
-    how = "left" if flags else join.how.value
-    joined = left_rows.join(right, matching(left_rows, join.fk, right, match), how=how)
-    columns = [
-        *[left_rows[spark_quoted(c)] for c in left_rows.columns],
-        *[spark_column(join.right_prefix + c) for c in right_columns],
-    ]
-    if flags:
-        null_fk = F.lit(False)
-        for c in join.fk:
-            null_fk = null_fk | left_rows[c].isNull()
-        matched = F.col(found).isNotNull()
-        columns += [
-            null_fk.cast("int").alias(flag("null_fk")),
-            (~null_fk & ~matched).cast("int").alias(flag("missing_right")),
-            (matched if join.how is JoinHow.INNER else F.lit(True)).alias(KEEP),
-        ]
-    return joined.select(*columns)
+    side = SideRows(right_rows, right_key, join.fk, right_columns, join.right_prefix, join.how)
+    return joined(left_rows, [side], flags=Flags(flag("missing_right"), flag("null_fk")) if flags else None)
 
 
 class FkJoinView(ViewKindLogic):
