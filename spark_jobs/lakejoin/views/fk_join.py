@@ -11,21 +11,21 @@ writes nothing: the engine writes the output (engine/write.py).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lakejoin.delta.change_feed import before_rows
-from lakejoin.delta.key_ranges import Keys
 from lakejoin.quality import checks as quality
 from lakejoin.quality.validations import Validation
 from lakejoin.spec.kind_parts import carried_columns
 from lakejoin.spec.model import FkJoin, JoinHow, Key, PipelineSpec, View
-from lakejoin.views.base import Rebuilt, ViewKindLogic, held_rows
+from lakejoin.views.base import Gathered, Rebuilt, ViewKindLogic, held_rows
 from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
 from lakejoin.views.health_flags import flag
 from lakejoin.views.joins import Flags, SideRows, joined, previous_rows
 from lakejoin.views.joins import referenced_right_rows as referenced_right_rows  # tests/steps take it here
-from lakejoin.views.reads import Reach, Route, affected_rows, fk_referenced_rows, fk_route, reached
+from lakejoin.views.reads import Affected, Reach, Route, fk_referenced_rows, fk_route
 from lakejoin.views.reads import affected_keys as affected_keys  # tests/steps take it from here
 
 if TYPE_CHECKING:
@@ -60,12 +60,22 @@ def recompute(
     return joined(left_rows, [side], flags=Flags(flag("missing_right"), flag("null_fk")) if flags else None)
 
 
-class FkJoinView(ViewKindLogic):
+@dataclass(frozen=True)
+class JoinRows:
+    """The rows an fk_join recompute takes: left rows and the right rows they reference."""
+
+    left: DataFrame
+    right: DataFrame
+
+
+class FkJoinView(ViewKindLogic[JoinRows]):
     """fk_join on the batch protocol. The pinned left table is its own routing index: the left
     rows a right change reaches are those whose fk holds a changed right key at the pin (read
     by the key and fk columns alone). A left row whose fk moved away from it is a left change,
     so it is rewritten anyway. No state table: see docs/decisions.md, "State only where it
     pays"."""
+
+    driving_first = True
 
     def __init__(self, spec: PipelineSpec, view: View) -> None:
         super().__init__(spec, view)
@@ -75,79 +85,33 @@ class FkJoinView(ViewKindLogic):
     def _right_columns(self, schemas: Mapping[str, Mapping[str, str]]) -> list[str]:
         return chosen_right_columns(self.join, list(schemas[self.right.name]), self.right.key)
 
-    def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
-        counts: dict[str, int] = {}
-        right_columns = self._right_columns(ctx.schemas)
-        if changes is not None:
-            reach = reached(ctx, self.left, self.routes, changes, driving_first=True)
-            # A right row referenced by many left rows (a popular customer) can reach a large
-            # share of the output: then one recompute beats routing every key.
-            if not fans_out(
-                ctx,
-                self.left,
-                reach.count,
-                self.join.fanout_threshold,
-                counts,
-                changed="right keys",
-                of="left rows",
-                min_rows=self.join.fanout_min_rows,
-            ):
-                (affected, count, bounds), left_rows, right_rows, left_before = self._affected_rows(
-                    ctx, changes, reach
-                )
-                rows = recompute(
-                    left_rows,
-                    right_rows,
-                    self.join,
-                    right_key=self.right.key,
-                    right_columns=right_columns,
-                    flags=ctx.derivation.health,
-                )
-                previous = None
-                if left_before is not None:
-                    # The same join at the previous pins: each side's changed rows as they were.
-                    previous = recompute(
-                        left_before,
-                        previous_rows(right_rows, changes[self.right.name], self.right.key),
-                        self.join,
-                        right_key=self.right.key,
-                        right_columns=right_columns,
-                    )
-                return Rebuilt(
-                    rows,
-                    affected,
-                    count,
-                    bounds,
-                    metrics=counts,
-                    previous=previous,
-                    held={self.right.name: right_rows},
-                )
-        left_rows, right_rows = ctx.whole_unique(self.left), ctx.whole_unique(self.right)
-        rows = recompute(
-            left_rows,
-            right_rows,
-            self.join,
-            right_key=self.right.key,
-            right_columns=right_columns,
-            flags=ctx.derivation.health,
-        )
-        return Rebuilt(rows, None, metrics=counts)
-
     @property
     def routes(self) -> tuple[Route, ...]:
         """A right change reaches the left rows whose fk holds its key at the pin."""
         return (fk_route(self.right, self.join.fk, self.left),)
 
-    def _affected_rows(
-        self, ctx: BatchContext, changes: Mapping[str, DataFrame], reach: Reach
-    ) -> tuple[Keys, DataFrame, DataFrame, DataFrame | None]:
-        """The affected left keys (materialised, counted, their range), their left rows and the
-        right rows those reference: found on the driver when they are few (lookups.py). With
-        `ctx.derivation.previous`, also their left rows at the previous pins, and the right rows
-        read include those these reference."""
-        left_changes = changes[self.left.name]
-        found = affected_rows(ctx, self.left, left_changes, reach)
-        keys, left_rows = found.keys, found.rows
+    def fans_out(self, ctx: BatchContext, reach: Reach, metrics: dict[str, int]) -> bool:
+        # A right row referenced by many left rows (a popular customer) can reach a large
+        # share of the output: then one recompute beats routing every key.
+        return fans_out(
+            ctx,
+            self.left,
+            reach.count,
+            self.join.fanout_threshold,
+            metrics,
+            changed="right keys",
+            of="left rows",
+            min_rows=self.join.fanout_min_rows,
+        )
+
+    def gather(
+        self, ctx: BatchContext, changes: Mapping[str, DataFrame], affected: Affected, metrics: dict[str, int]
+    ) -> Gathered[JoinRows]:
+        """The affected left rows and the right rows they reference: read on the driver when they
+        are few (lookups.py). With `ctx.derivation.previous`, also both at the previous pins
+        (each side's changed rows as they were), and the right rows read include those the left
+        rows before reference."""
+        left_changes, left_rows = changes[self.left.name], affected.rows
         left_before, referring, few = None, left_rows, [left_rows]
         if ctx.derivation.previous:
             left_before = previous_rows(left_rows, left_changes, self.left.key)
@@ -157,8 +121,28 @@ class FkJoinView(ViewKindLogic):
             # rows and those reference the same right rows (and, on the driver, with no join).
             referring = left_rows.select(*self.join.fk).unionByName(left_before.select(*self.join.fk))
             few.append(before_rows(left_changes))
-        right_rows = fk_referenced_rows(ctx, self.right, self.join.fk, referring, few if found.few else None)
-        return keys, left_rows, right_rows, left_before
+        right_rows = fk_referenced_rows(
+            ctx, self.right, self.join.fk, referring, few if affected.few else None
+        )
+        before = None
+        if left_before is not None:
+            before = JoinRows(
+                left_before, previous_rows(right_rows, changes[self.right.name], self.right.key)
+            )
+        return Gathered(JoinRows(left_rows, right_rows), before, held={self.right.name: right_rows})
+
+    def gather_whole(self, ctx: BatchContext, metrics: dict[str, int]) -> Gathered[JoinRows]:
+        return Gathered(JoinRows(ctx.whole_unique(self.left), ctx.whole_unique(self.right)))
+
+    def recompute(self, ctx: BatchContext, rows: JoinRows, *, flags: bool) -> DataFrame:
+        return recompute(
+            rows.left,
+            rows.right,
+            self.join,
+            right_key=self.right.key,
+            right_columns=self._right_columns(ctx.schemas),
+            flags=flags,
+        )
 
     def write_state(self, ctx: BatchContext, rebuilt: Rebuilt, *, since: int) -> None:
         """No state to write (see the class)."""
