@@ -40,12 +40,12 @@ from lakejoin.quality import checks as quality
 from lakejoin.quality.validations import Validation
 from lakejoin.spec.kind_parts import carried_columns
 from lakejoin.spec.model import Dimension, EnrichMode, JoinHow, Key, PipelineSpec, Source, View
-from lakejoin.views.base import Rebuilt, ViewKindLogic, held_rows
+from lakejoin.views.base import Gathered, Rebuilt, ViewKindLogic, held_rows
 from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
 from lakejoin.views.health_flags import flag
 from lakejoin.views.joins import Flags, JoinStrategy, SideRows, joined, previous_rows
-from lakejoin.views.reads import Reach, Route, affected_rows, fk_referenced_rows, fk_route, reached
+from lakejoin.views.reads import Affected, Reach, Route, fk_referenced_rows, fk_route
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -108,7 +108,15 @@ def _size(size_bytes: int) -> str:
     return f"{size_bytes} bytes"
 
 
-class EnrichView(ViewKindLogic):
+@dataclass(frozen=True)
+class EnrichRows:
+    """The rows an enrich recompute takes: facts and, per dimension, the rows they reference."""
+
+    facts: DataFrame
+    dimensions: Sequence[DimensionRows]
+
+
+class EnrichView(ViewKindLogic[EnrichRows]):
     def __init__(self, spec: PipelineSpec, view: View) -> None:
         super().__init__(spec, view)
         self.enrich = view.enrich
@@ -139,47 +147,28 @@ class EnrichView(ViewKindLogic):
         """The dimension's columns the output carries: the declared ones, or all but its key."""
         return carried_columns(d.columns, schemas[d.table], self.table(d).key)
 
-    # --- affected keys -------------------------------------------------------------------
-
     # --- recompute -------------------------------------------------------------------------
 
-    def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
-        counts: dict[str, int] = {}
-        if changes is not None:
-            reach = reached(ctx, self.fact, self.routes, changes)
-            # Lookup has no routes: it never applies the fan-out rule.
-            if self.propagate and fans_out(
-                ctx,
-                self.fact,
-                reach.count,
-                self.enrich.fanout_threshold,
-                counts,
-                changed="dimension keys",
-                of="facts",
-                min_rows=self.enrich.fanout_min_rows,
-            ):
-                changes = None
-            if changes is not None:
-                return self._rebuild_affected(ctx, changes, reach, counts)
-        fact_rows = ctx.whole_unique(self.fact)
-        dimensions = [
-            self._dimension_rows(ctx, d, fact_rows, counts, whole=True) for d in self.enrich.dimensions
-        ]
-        return Rebuilt(recompute(fact_rows, dimensions, flags=ctx.derivation.health), None, metrics=counts)
+    def fans_out(self, ctx: BatchContext, reach: Reach, metrics: dict[str, int]) -> bool:
+        # Lookup has no routes: it never applies the fan-out rule.
+        return self.propagate and fans_out(
+            ctx,
+            self.fact,
+            reach.count,
+            self.enrich.fanout_threshold,
+            metrics,
+            changed="dimension keys",
+            of="facts",
+            min_rows=self.enrich.fanout_min_rows,
+        )
 
-    def _rebuild_affected(
-        self,
-        ctx: BatchContext,
-        changes: Mapping[str, DataFrame],
-        reach: Reach,
-        counts: dict[str, int],
-    ) -> Rebuilt:
-        """The rows of the facts that changed or that a changed dimension key reaches: found on
-        the driver when they are few (lookups.py), else with Spark. Its metrics are `counts`, to
-        which the dimensions' join strategies are added."""
-        fact_changes = changes[self.fact.name]
-        found = affected_rows(ctx, self.fact, fact_changes, reach)
-        (affected, count, bounds), fact_rows = found.keys, found.rows
+    def gather(
+        self, ctx: BatchContext, changes: Mapping[str, DataFrame], affected: Affected, metrics: dict[str, int]
+    ) -> Gathered[EnrichRows]:
+        """The rows of the facts that changed or that a changed dimension key reaches, and the
+        dimension rows they reference: found on the driver when they are few (lookups.py), else
+        with Spark. The dimensions' join strategies are added to `metrics`."""
+        fact_changes, fact_rows = changes[self.fact.name], affected.rows
         # Lookup enriches a fact with the dimensions of the batch that last wrote it, which no
         # input at the previous pins holds: the write reads the output's rows.
         fact_before = None
@@ -192,28 +181,31 @@ class EnrichView(ViewKindLogic):
         # same dimension rows as `referring`, and are collected with no join (fk_join's rule).
         few = (
             None
-            if not found.few
+            if not affected.few
             else [fact_rows, *([before_rows(fact_changes)] if fact_before is not None else [])]
         )
         dimensions = [
-            self._dimension_rows(ctx, d, referring, counts, whole=False, few=few)
+            self._dimension_rows(ctx, d, referring, metrics, whole=False, few=few)
             for d in self.enrich.dimensions
         ]
-        previous = None
+        before = None
         if fact_before is not None:
             then = [
                 replace(d, rows=previous_rows(d.rows, changes[d.dimension.table], d.key)) for d in dimensions
             ]
-            previous = recompute(fact_before, then)
-        return Rebuilt(
-            recompute(fact_rows, dimensions, flags=ctx.derivation.health),
-            affected,
-            count,
-            bounds,
-            metrics=counts,
-            previous=previous,
-            held={_dimension_name(i): d.rows for i, d in enumerate(dimensions)},
-        )
+            before = EnrichRows(fact_before, then)
+        held = {_dimension_name(i): d.rows for i, d in enumerate(dimensions)}
+        return Gathered(EnrichRows(fact_rows, dimensions), before, held=held)
+
+    def gather_whole(self, ctx: BatchContext, metrics: dict[str, int]) -> Gathered[EnrichRows]:
+        fact_rows = ctx.whole_unique(self.fact)
+        dimensions = [
+            self._dimension_rows(ctx, d, fact_rows, metrics, whole=True) for d in self.enrich.dimensions
+        ]
+        return Gathered(EnrichRows(fact_rows, dimensions))
+
+    def recompute(self, ctx: BatchContext, rows: EnrichRows, *, flags: bool) -> DataFrame:
+        return recompute(rows.facts, rows.dimensions, flags=flags)
 
     def _dimension_rows(
         self,
