@@ -195,7 +195,7 @@ class ViewKindLogic(ABC, Generic[I]):
         """
         metrics: dict[str, int] = {}
         if changes is not None:
-            reach = reached(ctx, self.driving, self.routes, changes, driving_first=self.driving_first)
+            reach = self.reach(ctx, changes)
             if not self.fans_out(ctx, reach, metrics):
                 affected = self.affected(ctx, changes, reach)
                 return self._rebuilt(
@@ -220,6 +220,11 @@ class ViewKindLogic(ABC, Generic[I]):
             health_counts=got.health_counts,
             held=got.held,
         )
+
+    def reach(self, ctx: BatchContext, changes: Mapping[str, DataFrame]) -> Reach:
+        """The driving keys the other inputs' changes reach through the kind's routes
+        (`reads.reached`)."""
+        return reached(ctx, self.driving, self.routes, changes, driving_first=self.driving_first)
 
     def fans_out(self, ctx: BatchContext, reach: Reach, metrics: dict[str, int]) -> bool:
         """Whether the changes reach so many driving rows that the batch recomputes the whole
