@@ -236,21 +236,21 @@ class ViewKindLogic(ABC, Generic[I]):
         """The affected driving keys and their rows (`reads.affected_rows`)."""
         return affected_rows(ctx, self.driving, changes[self.driving.name], reach)
 
+    @abstractmethod
     def gather(
         self, ctx: BatchContext, changes: Mapping[str, DataFrame], affected: Affected, metrics: dict[str, int]
     ) -> Gathered[I]:
         """The rows the recompute of the `affected` keys takes, now and at the previous pins
         (when `ctx.derivation.previous` asks and the kind can), and what `Rebuilt` carries."""
-        raise NotImplementedError(f"{type(self).__name__} rebuilds on its own")
 
+    @abstractmethod
     def gather_whole(self, ctx: BatchContext, metrics: dict[str, int]) -> Gathered[I]:
         """The rows a full recompute takes: every input whole (`ctx.whole_unique`)."""
-        raise NotImplementedError(f"{type(self).__name__} rebuilds on its own")
 
+    @abstractmethod
     def recompute(self, ctx: BatchContext, rows: I, *, flags: bool) -> DataFrame:
         """The output rows of `rows` (lazily: no Spark job), flagged with their join health
         (views/health_flags.py) when `flags`."""
-        raise NotImplementedError(f"{type(self).__name__} rebuilds on its own")
 
     @abstractmethod
     def write_state(self, ctx: BatchContext, rebuilt: Rebuilt, *, since: int) -> None:
