@@ -422,14 +422,6 @@ class ListJoinView(ViewKindLogic[ListRows]):
         """A right change reaches the left rows whose list holds its key at the pin."""
         return (list_route(self.right, self.join.list, self.left),)
 
-    def reach(self, ctx: BatchContext, changes: Mapping[str, DataFrame]) -> Reach:
-        """The left keys whose list holds a changed element in the pinned left table, but for
-        the left keys that changed themselves (`reads.reached`). With no changed element the
-        table is not read."""
-        if not ctx.changed.get(self.right.name, 1):
-            return Reach([], 0)
-        return super().reach(ctx, changes)
-
     def write_state(self, ctx: BatchContext, rebuilt: Rebuilt, *, since: int) -> None:
         """No state to write (see the module)."""
 

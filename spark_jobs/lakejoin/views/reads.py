@@ -81,12 +81,14 @@ def reached(
 ) -> Reach:
     """The driving keys `routes` reach from their sources' `changes` (`Reach`): on the driver
     when every route's changed keys and the driving changed keys are few and each lookup finds
-    few (the lookups share one budget, `ctx.most_keys`), else with Spark. No routes reach
-    nothing, and nothing is read.
+    few (the lookups share one budget, `ctx.most_keys`), else with Spark. A route whose source
+    is known to have no changed key (`ctx.changed`) reaches nothing and is not read; with no
+    other route, nothing is read.
 
     `driving_first`: the driving keys are collected after the first route's keys, before any
     lookup (fk_join's and list_join's order); else after the lookups (enrich's). Each kind
     keeps its order, and so its Spark jobs when a lookup finds too many keys."""
+    routes = [r for r in routes if ctx.changed.get(r.source.name) != 0]
     if not routes:
         return Reach([], 0)
     listed = _reached_on_driver(ctx, driving, routes, changes, driving_first=driving_first)
