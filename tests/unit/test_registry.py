@@ -134,8 +134,8 @@ def test_the_health_flags_a_kinds_logic_writes_are_its_flagged_measures(kind):
 def test_a_kinds_measures_are_linked_as_its_logic_counts_them(kind):
     declared = KINDS[kind]
     names = [m.name for m in declared.measures]
-    counted_whole = set()  # `Rebuilt(health_counts={...})`: counted by a full recompute, not flagged
-    for call in _calls(_logic_module(kind), "Rebuilt"):
+    counted_whole = set()  # `Gathered(health_counts={...})`: counted by a full recompute, not flagged
+    for call in [*_calls(_logic_module(kind), "Rebuilt"), *_calls(_logic_module(kind), "Gathered")]:
         for keyword in call.keywords:
             if keyword.arg == "health_counts":
                 counted_whole |= {

@@ -5,8 +5,15 @@ The engine owns the protocol: plan, changes, check, write, commit, idempotency. 
 owns its semantics: which output keys a batch's changes can affect, how to recompute them, and
 how to keep its own state table (rekey's re-keyed index; the other kinds keep none) in step.
 What the engine gives a view kind in return, while one batch runs, is views/context.py; the
-fan-out rule several kinds share is views/fanout.py. `derived` is a kind's full recompute with
-the input checks off, which the audit compares with the output and join health counts.
+fan-out rule several kinds share is views/fanout.py, and the reads they share views/reads.py.
+`derived` is a kind's full recompute with the input checks off, which the audit compares with
+the output and join health counts.
+
+`ViewKindLogic.rebuild` is written once, here: the changes reach driving keys through the
+kind's routes, the fan-out rule may choose a full recompute, the affected keys and their rows
+are read, then the kind gathers the other rows it needs (`gather`, or `gather_whole` for a full
+recompute) and recomputes them now and at the previous pins (`recompute`). A kind fills in
+those hooks; rekey, whose driving input is its own index, also its own `affected`.
 """
 
 from __future__ import annotations
@@ -14,18 +21,22 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from lakejoin.delta.key_ranges import KeyRange
 from lakejoin.quality.validations import Validation
 from lakejoin.spec.model import PipelineSpec, Source, View
 from lakejoin.spec.registry import KINDS
 from lakejoin.views.context import STATE, Derivation
+from lakejoin.views.reads import Affected, Reach, Route, affected_rows, reached
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from lakejoin.delta.key_ranges import Keys
     from lakejoin.views.context import BatchContext
+
+I = TypeVar("I")  # noqa: E741 - the rows a kind's recompute takes (its own type)
 
 
 @dataclass(frozen=True)
@@ -61,6 +72,20 @@ class Rebuilt:
     held: Mapping[str, DataFrame] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Gathered(Generic[I]):
+    """What a kind's `gather` (or `gather_whole`) returns to the rebuild: the rows its recompute
+    takes (`now`), the same at the previous pins when it can derive them (`before`; None: the
+    write reads the output), and what `Rebuilt` carries from it (`held`, `state`,
+    `health_counts`; the metrics go into the dict the rebuild passes)."""
+
+    now: I
+    before: I | None = None
+    held: Mapping[str, DataFrame] = field(default_factory=dict)
+    state: Any = None
+    health_counts: Mapping[str, int] = field(default_factory=dict)
+
+
 def held_rows(ctx: BatchContext, rebuilt: Rebuilt, name: str, source: Source) -> DataFrame:
     """The rows of `source` the batch holds under `name` (`Rebuilt.held`), or its pinned
     snapshot when it holds none (a full recompute read it whole). A small batch's checks then
@@ -69,7 +94,7 @@ def held_rows(ctx: BatchContext, rebuilt: Rebuilt, name: str, source: Source) ->
     return held if held is not None else ctx.snapshot(source)
 
 
-class ViewKindLogic(ABC):
+class ViewKindLogic(ABC, Generic[I]):
     """One view kind's part of a batch, as functions of their inputs.
 
     A kind object holds only what its constructor derives from the spec and the view; no step
@@ -81,6 +106,10 @@ class ViewKindLogic(ABC):
     The inputs' columns at the pinned versions come in `ctx.schemas` (checked against the
     spec before any step runs); a kind derives its chosen columns from them where it needs
     them."""
+
+    # The order of the driver's collects in `reads.reached` (fk_join's and list_join's: the
+    # driving keys before the lookups), kept per kind so that each keeps its Spark jobs.
+    driving_first: ClassVar[bool] = False
 
     @property
     def state_name(self) -> str:
@@ -146,7 +175,16 @@ class ViewKindLogic(ABC):
         """The column(s) that identify an output row (as the view's definition says)."""
         return self.view.definition.output_key(lambda name: self.spec.sources[name].key)
 
-    @abstractmethod
+    @property
+    def driving(self) -> Source:
+        """The input whose keys are the rebuild's affected keys (its first)."""
+        return self.sources[0]
+
+    @property
+    def routes(self) -> tuple[Route, ...]:
+        """How the other inputs' changes reach driving rows (none by default)."""
+        return ()
+
     def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
         """Recompute the output rows this batch affects (every row when `changes` is None).
 
@@ -155,6 +193,64 @@ class ViewKindLogic(ABC):
         affected keys, the kind's metrics and the state `write_state` is to write. A failure
         here leaves nothing written.
         """
+        metrics: dict[str, int] = {}
+        if changes is not None:
+            reach = self.reach(ctx, changes)
+            if not self.fans_out(ctx, reach, metrics):
+                affected = self.affected(ctx, changes, reach)
+                return self._rebuilt(
+                    ctx, self.gather(ctx, changes, affected, metrics), affected.keys, metrics
+                )
+        return self._rebuilt(ctx, self.gather_whole(ctx, metrics), None, metrics)
+
+    def _rebuilt(
+        self, ctx: BatchContext, got: Gathered[I], keys: Keys | None, metrics: dict[str, int]
+    ) -> Rebuilt:
+        rows = self.recompute(ctx, got.now, flags=ctx.derivation.health)
+        previous = None if got.before is None else self.recompute(ctx, got.before, flags=False)
+        affected, count, bounds = keys if keys is not None else (None, None, None)
+        return Rebuilt(
+            rows,
+            affected,
+            count,
+            bounds,
+            metrics=metrics,
+            state=got.state,
+            previous=previous,
+            health_counts=got.health_counts,
+            held=got.held,
+        )
+
+    def reach(self, ctx: BatchContext, changes: Mapping[str, DataFrame]) -> Reach:
+        """The driving keys the other inputs' changes reach through the kind's routes
+        (`reads.reached`)."""
+        return reached(ctx, self.driving, self.routes, changes, driving_first=self.driving_first)
+
+    def fans_out(self, ctx: BatchContext, reach: Reach, metrics: dict[str, int]) -> bool:
+        """Whether the changes reach so many driving rows that the batch recomputes the whole
+        view instead (views/fanout.py, with the kind's settings and words, its figures put in
+        `metrics`). A kind without routes never does."""
+        return False
+
+    def affected(self, ctx: BatchContext, changes: Mapping[str, DataFrame], reach: Reach) -> Affected:
+        """The affected driving keys and their rows (`reads.affected_rows`)."""
+        return affected_rows(ctx, self.driving, changes[self.driving.name], reach)
+
+    @abstractmethod
+    def gather(
+        self, ctx: BatchContext, changes: Mapping[str, DataFrame], affected: Affected, metrics: dict[str, int]
+    ) -> Gathered[I]:
+        """The rows the recompute of the `affected` keys takes, now and at the previous pins
+        (when `ctx.derivation.previous` asks and the kind can), and what `Rebuilt` carries."""
+
+    @abstractmethod
+    def gather_whole(self, ctx: BatchContext, metrics: dict[str, int]) -> Gathered[I]:
+        """The rows a full recompute takes: every input whole (`ctx.whole_unique`)."""
+
+    @abstractmethod
+    def recompute(self, ctx: BatchContext, rows: I, *, flags: bool) -> DataFrame:
+        """The output rows of `rows` (lazily: no Spark job), flagged with their join health
+        (views/health_flags.py) when `flags`."""
 
     @abstractmethod
     def write_state(self, ctx: BatchContext, rebuilt: Rebuilt, *, since: int) -> None:

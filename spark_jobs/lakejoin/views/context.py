@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from lakejoin.delta import lookups
 from lakejoin.delta.change_feed import null_key, upserts
 from lakejoin.delta.key_ranges import KeyRange, Keys, materialised
-from lakejoin.delta.key_ranges import enabled as ranges_enabled
 from lakejoin.delta.records import BatchMode
 from lakejoin.delta.sources import snapshot
 from lakejoin.delta.sql_text import spark_columns
@@ -255,19 +254,6 @@ class BatchContext:
         collects none."""
         self._values[id(frame), key] = (frame, values if lookups.literal_keys(values) else None)
 
-    def changed_on_driver(
-        self, changes: Mapping[str, DataFrame], right: Source, left: Source
-    ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]] | None:
-        """The changed keys of `right` and of `left` on the driver, for routes looked up there
-        (a right change's left rows, but for the left keys that changed themselves); None
-        when either is too many or of a type a driver lookup does not take."""
-        changed = self.key_values(changes[right.name], right.key, self.changed.get(right.name))
-        if changed is None:
-            return None
-        # The affected rows' driver lookup reads the left keys too (collected once).
-        left_changed = self.key_values(changes[left.name], left.key, self.changed.get(left.name))
-        return None if left_changed is None else (changed, left_changed)
-
     def driver_rows(
         self, source: Source, values: Sequence[tuple[Any, ...]], *, excluding: Sequence[tuple[Any, ...]] = ()
     ) -> DataFrame | None:
@@ -305,31 +291,6 @@ class BatchContext:
         self._parts[id(rows)] = (rows, [upserted, unchanged])
         return rows
 
-    def affected_on_driver(
-        self, source: Source, changes: DataFrame, reached: Sequence[tuple[Any, ...]]
-    ) -> tuple[Keys, DataFrame] | None:
-        """The affected keys of `source` (those that changed, `changes`, and those a change on
-        another side reached, `reached`) and their rows at the pin, found on the driver (the
-        keys as `key_ranges.materialised` gives them, and `rows_of`'s rows). None when they are
-        too many, or of a type or in a table a driver lookup does not take (use Spark)."""
-        changed = self.key_values(changes, source.key, self.changed.get(source.name))
-        if changed is None:
-            return None
-        values = sorted(set(changed).union(reached))
-        if not lookups.takes(len(values), self.most_keys) or not lookups.literal_keys(values):
-            return None
-        rows = self.rows_on_driver(source, values, changes, changed)
-        if rows is None:
-            return None
-        keys = self.keys_frame(source, values, rows.schema)
-        self.know_keys(keys, source.key, values)  # the batch's write takes them (engine/batch.py)
-        listed = values and ranges_enabled(self.spark)
-        bounds = KeyRange(source.key)
-        if listed:
-            spans = [(min(v[i] for v in values), max(v[i] for v in values)) for i in range(len(source.key))]
-            bounds = KeyRange(source.key, tuple(spans))
-        return (keys, len(values), bounds), rows
-
     def keys_frame(self, source: Source, values: Sequence[tuple[Any, ...]], schema: Any = None) -> DataFrame:
         """Keys of `source` listed on the driver, as a frame of its key's columns typed like
         them: a local relation built from Arrow, which Spark reads without a job and knows the
@@ -350,7 +311,7 @@ class BatchContext:
     def referenced_on_driver(
         self, source: Source, rows: DataFrame | Sequence[DataFrame], fk: Columns, *, distinct: bool = False
     ) -> DataFrame | None:
-        """The rows of `source` at the pin that `rows` (few, from `affected_on_driver`; a frame
+        """The rows of `source` at the pin that `rows` (few, found by `reads.affected_rows`; a frame
         or several) reference through `fk` (columns of `rows`, in the order of `source`'s key; a
         reference with a null in any column references nothing), one per key, read on the
         driver; None when a driver lookup does not take them (use `unique_rows`). `distinct`:
@@ -378,11 +339,13 @@ class BatchContext:
         held = self._parts.get(id(frame))
         return held[1] if held is not None and held[0] is frame else [frame]
 
-    def whole_source(self, source: Source) -> DataFrame:
-        """The pinned snapshot, checked for null and duplicate keys (a full recompute reads it all)."""
+    def whole_unique(self, source: Source) -> DataFrame:
+        """The pinned snapshot, checked for null keys, then for duplicate keys (a full recompute
+        reads it all; no checks while the derivation does not check its inputs)."""
         rows = self.snapshot(source)
         if self.derivation.check_inputs:
             self.require_keys(rows, source)
+        self.require_unique(rows, source)
         return rows
 
 

@@ -35,19 +35,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from lakejoin.delta import routing
 from lakejoin.delta.change_feed import before_rows
-from lakejoin.delta.key_ranges import materialised
-from lakejoin.delta.sql_text import spark_column, spark_columns, spark_quoted
 from lakejoin.quality import checks as quality
 from lakejoin.quality.validations import Validation
 from lakejoin.spec.kind_parts import carried_columns
 from lakejoin.spec.model import Dimension, EnrichMode, JoinHow, Key, PipelineSpec, Source, View
-from lakejoin.views.base import Rebuilt, ViewKindLogic, held_rows
+from lakejoin.views.base import Gathered, Rebuilt, ViewKindLogic, held_rows
 from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
-from lakejoin.views.health_flags import KEEP, flag
-from lakejoin.views.joins import matching, previous_rows, referenced_right_rows
+from lakejoin.views.health_flags import flag
+from lakejoin.views.joins import Flags, JoinStrategy, SideRows, joined, previous_rows
+from lakejoin.views.reads import Affected, Reach, Route, fk_referenced_rows, fk_route
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -82,34 +80,19 @@ def recompute(fact_rows: DataFrame, dimensions: Sequence[DimensionRows], *, flag
     With `flags` (views/health_flags.py), every fact, flagged `missing_dimension` when an fk
     without nulls finds no row of its dimension, and kept as the joins keep it.
     """
-    from pyspark.sql import functions as F
-
-    out, added = fact_rows, []
-    missing, keep = F.lit(False), F.lit(True)
-    for i, d in enumerate(dimensions):
-        match = [f"_lj_dim{i}"] if len(d.key) == 1 else [f"_lj_dim{i}_{j}" for j in range(len(d.key))]
-        found = f"_lj_dim{i}_found"
-        right = d.rows.select(
-            *[F.col(k).alias(m) for k, m in zip(d.key, match, strict=True)],
-            *[spark_column(c).alias(d.dimension.prefix + c) for c in d.columns],
-            *([F.lit(True).alias(found)] if flags else []),
+    sides = [
+        SideRows(
+            d.rows,
+            d.key,
+            d.dimension.fk,
+            d.columns,
+            d.dimension.prefix,
+            d.dimension.how,
+            JoinStrategy.BROADCAST if d.broadcast else JoinStrategy.SHUFFLE_HASH,
         )
-        right = F.broadcast(right) if d.broadcast else right.hint("shuffle_hash")
-        how = "left" if flags else d.dimension.how.value
-        out = out.join(right, matching(fact_rows, d.dimension.fk, right, match), how=how)
-        added += [d.dimension.prefix + c for c in d.columns]
-        if flags:
-            null_fk = F.lit(False)
-            for c in d.dimension.fk:
-                null_fk = null_fk | fact_rows[c].isNull()
-            matched = F.col(found).isNotNull()
-            missing = missing | (~null_fk & ~matched)
-            if d.dimension.how is JoinHow.INNER:
-                keep = keep & matched
-    columns = [*[fact_rows[spark_quoted(c)] for c in fact_rows.columns], *spark_columns(added)]
-    if flags:
-        columns += [missing.cast("int").alias(flag("missing_dimension")), keep.alias(KEEP)]
-    return out.select(*columns)
+        for d in dimensions
+    ]
+    return joined(fact_rows, sides, flags=Flags(flag("missing_dimension")) if flags else None)
 
 
 def broadcasts(size_bytes: int, limit_mb: float) -> bool:
@@ -125,7 +108,15 @@ def _size(size_bytes: int) -> str:
     return f"{size_bytes} bytes"
 
 
-class EnrichView(ViewKindLogic):
+@dataclass(frozen=True)
+class EnrichRows:
+    """The rows an enrich recompute takes: facts and, per dimension, the rows they reference."""
+
+    facts: DataFrame
+    dimensions: Sequence[DimensionRows]
+
+
+class EnrichView(ViewKindLogic[EnrichRows]):
     def __init__(self, spec: PipelineSpec, view: View) -> None:
         super().__init__(spec, view)
         self.enrich = view.enrich
@@ -144,122 +135,40 @@ class EnrichView(ViewKindLogic):
         """A route per dimension (named by its stable id), and the fact's fk columns it holds."""
         return {d.id: d.fk for d in self.enrich.dimensions}
 
+    @property
+    def routes(self) -> tuple[Route, ...]:
+        """In propagate, a dimension change reaches the facts whose fk holds its key at the pin
+        (a route per dimension); in lookup, none."""
+        if not self.propagate:
+            return ()
+        return tuple(fk_route(self.table(d), d.fk, self.fact) for d in self.enrich.dimensions)
+
     def _columns(self, d: Dimension, schemas: Mapping[str, Mapping[str, str]]) -> list[str]:
         """The dimension's columns the output carries: the declared ones, or all but its key."""
         return carried_columns(d.columns, schemas[d.table], self.table(d).key)
 
-    # --- affected keys -------------------------------------------------------------------
-
-    def _reached(
-        self, ctx: BatchContext, changes: Mapping[str, DataFrame]
-    ) -> tuple[DataFrame | list[Any], int]:
-        """The fact keys whose fk holds a changed dimension key at the pin, but for the facts
-        that changed themselves (incremental work either way, so the fan-out rule does not count
-        them), and how many: listed on the driver when the changed keys are few (lookups.py),
-        else a materialised frame."""
-        from pyspark.sql import functions as F
-
-        fact_changes = changes[self.fact.name]
-        listed: list[tuple[Any, ...]] | None = []
-        for d in self.enrich.dimensions:
-            changed = ctx.key_values(changes[d.table], self.table(d).key, ctx.changed.get(d.table))
-            found = (
-                None
-                if changed is None
-                else routing.routed_on_driver(
-                    self.fact.path,
-                    ctx.version(self.fact),
-                    changed,
-                    route=d.fk,
-                    most=ctx.most_keys - len(listed or []),  # the dimensions' reach together
-                    left_key=self.fact.key,
-                )
-            )
-            if found is None or listed is None:
-                listed = None
-                break
-            listed += found
-        # The facts' changed keys, only when the routes were found on the driver (the affected
-        # rows' driver lookup reads them too: collected once).
-        fact_changed = (
-            None
-            if listed is None
-            else ctx.key_values(fact_changes, self.fact.key, ctx.changed.get(self.fact.name))
-        )
-        if listed is not None and fact_changed is not None:
-            unique = sorted(set(listed).difference(fact_changed))
-            return unique, len(unique)
-        index = routing.routes(ctx.snapshot(self.fact), self.fact.key, self._routes())
-        reached = None
-        for d in self.enrich.dimensions:
-            keys = routing.routed_left_keys(
-                index,
-                changes[d.table],
-                self.table(d).key,
-                route=d.id,
-                left_key=self.fact.key,
-                changed=ctx.changed.get(d.table),
-            )
-            reached = keys if reached is None else reached.union(keys)
-        assert reached is not None
-        key = list(self.fact.key)
-        done, count, _ = materialised(
-            reached.distinct().join(F.broadcast(fact_changes.select(*key)), on=key, how="left_anti")
-        )
-        return done, count
-
     # --- recompute -------------------------------------------------------------------------
 
-    def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
-        counts: dict[str, int] = {}
-        if changes is not None:
-            reached: DataFrame | list[Any] = []
-            if self.propagate:
-                reached, count = self._reached(ctx, changes)
-                if fans_out(
-                    ctx,
-                    self.fact,
-                    count,
-                    self.enrich.fanout_threshold,
-                    counts,
-                    changed="dimension keys",
-                    of="facts",
-                    min_rows=self.enrich.fanout_min_rows,
-                ):
-                    changes = None
-            if changes is not None:
-                return self._rebuild_affected(ctx, changes, reached, counts)
-        fact_rows = ctx.whole_source(self.fact)
-        ctx.require_unique(fact_rows, self.fact)
-        dimensions = [
-            self._dimension_rows(ctx, d, fact_rows, counts, whole=True) for d in self.enrich.dimensions
-        ]
-        return Rebuilt(recompute(fact_rows, dimensions, flags=ctx.derivation.health), None, metrics=counts)
-
-    def _rebuild_affected(
-        self,
-        ctx: BatchContext,
-        changes: Mapping[str, DataFrame],
-        reached: DataFrame | list[Any],
-        counts: dict[str, int],
-    ) -> Rebuilt:
-        """The rows of the facts that changed or that a changed dimension key reaches: found on
-        the driver when they are few (lookups.py), else with Spark. Its metrics are `counts`, to
-        which the dimensions' join strategies are added."""
-        fact_changes = changes[self.fact.name]
-        found = (
-            ctx.affected_on_driver(self.fact, fact_changes, reached) if isinstance(reached, list) else None
+    def fans_out(self, ctx: BatchContext, reach: Reach, metrics: dict[str, int]) -> bool:
+        # Lookup has no routes: it never applies the fan-out rule.
+        return self.propagate and fans_out(
+            ctx,
+            self.fact,
+            reach.count,
+            self.enrich.fanout_threshold,
+            metrics,
+            changed="dimension keys",
+            of="facts",
+            min_rows=self.enrich.fanout_min_rows,
         )
-        if found is not None:
-            (affected, count, bounds), fact_rows = found
-        else:
-            keys = fact_changes.select(*self.fact.key)
-            if isinstance(reached, list):
-                keys = keys.union(ctx.keys_frame(self.fact, reached)) if reached else keys
-            else:
-                keys = keys.union(reached)
-            affected, count, bounds = materialised(keys.distinct(), self.fact.key)
-            fact_rows = ctx.rows_of(self.fact, affected, fact_changes, bounds)
+
+    def gather(
+        self, ctx: BatchContext, changes: Mapping[str, DataFrame], affected: Affected, metrics: dict[str, int]
+    ) -> Gathered[EnrichRows]:
+        """The rows of the facts that changed or that a changed dimension key reaches, and the
+        dimension rows they reference: found on the driver when they are few (lookups.py), else
+        with Spark. The dimensions' join strategies are added to `metrics`."""
+        fact_changes, fact_rows = changes[self.fact.name], affected.rows
         # Lookup enriches a fact with the dimensions of the batch that last wrote it, which no
         # input at the previous pins holds: the write reads the output's rows.
         fact_before = None
@@ -272,28 +181,31 @@ class EnrichView(ViewKindLogic):
         # same dimension rows as `referring`, and are collected with no join (fk_join's rule).
         few = (
             None
-            if found is None
+            if not affected.few
             else [fact_rows, *([before_rows(fact_changes)] if fact_before is not None else [])]
         )
         dimensions = [
-            self._dimension_rows(ctx, d, referring, counts, whole=False, few=few)
+            self._dimension_rows(ctx, d, referring, metrics, whole=False, few=few)
             for d in self.enrich.dimensions
         ]
-        previous = None
+        before = None
         if fact_before is not None:
             then = [
                 replace(d, rows=previous_rows(d.rows, changes[d.dimension.table], d.key)) for d in dimensions
             ]
-            previous = recompute(fact_before, then)
-        return Rebuilt(
-            recompute(fact_rows, dimensions, flags=ctx.derivation.health),
-            affected,
-            count,
-            bounds,
-            metrics=counts,
-            previous=previous,
-            held={_dimension_name(i): d.rows for i, d in enumerate(dimensions)},
-        )
+            before = EnrichRows(fact_before, then)
+        held = {_dimension_name(i): d.rows for i, d in enumerate(dimensions)}
+        return Gathered(EnrichRows(fact_rows, dimensions), before, held=held)
+
+    def gather_whole(self, ctx: BatchContext, metrics: dict[str, int]) -> Gathered[EnrichRows]:
+        fact_rows = ctx.whole_unique(self.fact)
+        dimensions = [
+            self._dimension_rows(ctx, d, fact_rows, metrics, whole=True) for d in self.enrich.dimensions
+        ]
+        return Gathered(EnrichRows(fact_rows, dimensions))
+
+    def recompute(self, ctx: BatchContext, rows: EnrichRows, *, flags: bool) -> DataFrame:
+        return recompute(rows.facts, rows.dimensions, flags=flags)
 
     def _dimension_rows(
         self,
@@ -310,16 +222,7 @@ class EnrichView(ViewKindLogic):
         rows as `fact_rows`, each collected without a join). A dimension joined with a shuffle
         is counted in `counts`."""
         table = self.table(d)
-        rows = None
-        if whole:
-            rows = ctx.whole_source(table)
-            ctx.require_unique(rows, table)
-        elif few is not None:
-            rows = ctx.referenced_on_driver(table, few, d.fk)
-        if rows is None:
-            rows = ctx.unique_rows(
-                referenced_right_rows(ctx.snapshot(table), fact_rows, d.fk, table.key), table
-            )
+        rows = ctx.whole_unique(table) if whole else fk_referenced_rows(ctx, table, d.fk, fact_rows, few)
         columns = self._columns(d, ctx.schemas)
         return DimensionRows(d, rows, table.key, columns, self._broadcastable(ctx, table, counts))
 

@@ -11,21 +11,22 @@ writes nothing: the engine writes the output (engine/write.py).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from lakejoin.delta import routing
 from lakejoin.delta.change_feed import before_rows
-from lakejoin.delta.key_ranges import Keys, materialised
-from lakejoin.delta.sql_text import spark_column, spark_quoted
 from lakejoin.quality import checks as quality
 from lakejoin.quality.validations import Validation
 from lakejoin.spec.kind_parts import carried_columns
 from lakejoin.spec.model import FkJoin, JoinHow, Key, PipelineSpec, View
-from lakejoin.views.base import Rebuilt, ViewKindLogic, held_rows
+from lakejoin.views.base import Gathered, Rebuilt, ViewKindLogic, held_rows
 from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
-from lakejoin.views.health_flags import KEEP, flag
-from lakejoin.views.joins import matching, previous_rows, referenced_right_rows, wanted_names
+from lakejoin.views.health_flags import flag
+from lakejoin.views.joins import Flags, SideRows, joined, previous_rows
+from lakejoin.views.joins import referenced_right_rows as referenced_right_rows  # tests/steps take it here
+from lakejoin.views.reads import Affected, Reach, Route, fk_referenced_rows, fk_route
+from lakejoin.views.reads import affected_keys as affected_keys  # tests/steps take it from here
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -34,12 +35,6 @@ if TYPE_CHECKING:
 def chosen_right_columns(join: FkJoin, right_columns: Sequence[str], right_key: Key) -> list[str]:
     """The right columns the output carries: the declared ones, or all but the right key's."""
     return carried_columns(join.right_columns, right_columns, right_key)
-
-
-def affected_keys(left_changed_keys: DataFrame, routed_keys: DataFrame, left_key: Key) -> DataFrame:
-    """Output keys a batch can change: left keys that changed, and left keys routed from
-    changed right keys. A right change cannot reach any other row."""
-    return left_changed_keys.select(*left_key).union(routed_keys.select(*left_key)).distinct()
 
 
 def recompute(
@@ -61,40 +56,26 @@ def recompute(
     With `flags` (views/health_flags.py), every left row, flagged `null_fk` and `missing_right`
     (an fk without nulls that matches no right key), and kept as the join keeps it.
     """
-    from pyspark.sql import functions as F
-
-    match = wanted_names(len(right_key))
-    found = "_lj_right_found"
-    right = right_rows.select(
-        *[F.col(k).alias(m) for k, m in zip(right_key, match, strict=True)],
-        *[spark_column(c).alias(join.right_prefix + c) for c in right_columns],
-        *([F.lit(True).alias(found)] if flags else []),
-    )
-    how = "left" if flags else join.how.value
-    joined = left_rows.join(right, matching(left_rows, join.fk, right, match), how=how)
-    columns = [
-        *[left_rows[spark_quoted(c)] for c in left_rows.columns],
-        *[spark_column(join.right_prefix + c) for c in right_columns],
-    ]
-    if flags:
-        null_fk = F.lit(False)
-        for c in join.fk:
-            null_fk = null_fk | left_rows[c].isNull()
-        matched = F.col(found).isNotNull()
-        columns += [
-            null_fk.cast("int").alias(flag("null_fk")),
-            (~null_fk & ~matched).cast("int").alias(flag("missing_right")),
-            (matched if join.how is JoinHow.INNER else F.lit(True)).alias(KEEP),
-        ]
-    return joined.select(*columns)
+    side = SideRows(right_rows, right_key, join.fk, right_columns, join.right_prefix, join.how)
+    return joined(left_rows, [side], flags=Flags(flag("missing_right"), flag("null_fk")) if flags else None)
 
 
-class FkJoinView(ViewKindLogic):
+@dataclass(frozen=True)
+class JoinRows:
+    """The rows an fk_join recompute takes: left rows and the right rows they reference."""
+
+    left: DataFrame
+    right: DataFrame
+
+
+class FkJoinView(ViewKindLogic[JoinRows]):
     """fk_join on the batch protocol. The pinned left table is its own routing index: the left
     rows a right change reaches are those whose fk holds a changed right key at the pin (read
     by the key and fk columns alone). A left row whose fk moved away from it is a left change,
     so it is rewritten anyway. No state table: see docs/decisions.md, "State only where it
     pays"."""
+
+    driving_first = True
 
     def __init__(self, spec: PipelineSpec, view: View) -> None:
         super().__init__(spec, view)
@@ -104,124 +85,34 @@ class FkJoinView(ViewKindLogic):
     def _right_columns(self, schemas: Mapping[str, Mapping[str, str]]) -> list[str]:
         return chosen_right_columns(self.join, list(schemas[self.right.name]), self.right.key)
 
-    def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
-        counts: dict[str, int] = {}
-        right_columns = self._right_columns(ctx.schemas)
-        if changes is not None:
-            routed, reached = self._routed(ctx, changes)
-            # A right row referenced by many left rows (a popular customer) can reach a large
-            # share of the output: then one recompute beats routing every key.
-            if not fans_out(
-                ctx,
-                self.left,
-                reached,
-                self.join.fanout_threshold,
-                counts,
-                changed="right keys",
-                of="left rows",
-                min_rows=self.join.fanout_min_rows,
-            ):
-                (affected, count, bounds), left_rows, right_rows, left_before = self._affected_rows(
-                    ctx, changes, routed
-                )
-                rows = recompute(
-                    left_rows,
-                    right_rows,
-                    self.join,
-                    right_key=self.right.key,
-                    right_columns=right_columns,
-                    flags=ctx.derivation.health,
-                )
-                previous = None
-                if left_before is not None:
-                    # The same join at the previous pins: each side's changed rows as they were.
-                    previous = recompute(
-                        left_before,
-                        previous_rows(right_rows, changes[self.right.name], self.right.key),
-                        self.join,
-                        right_key=self.right.key,
-                        right_columns=right_columns,
-                    )
-                return Rebuilt(
-                    rows,
-                    affected,
-                    count,
-                    bounds,
-                    metrics=counts,
-                    previous=previous,
-                    held={self.right.name: right_rows},
-                )
-        left_rows = ctx.whole_source(self.left)
-        ctx.require_unique(left_rows, self.left)
-        right_rows = ctx.whole_source(self.right)
-        ctx.require_unique(right_rows, self.right)
-        rows = recompute(
-            left_rows,
-            right_rows,
-            self.join,
-            right_key=self.right.key,
-            right_columns=right_columns,
-            flags=ctx.derivation.health,
+    @property
+    def routes(self) -> tuple[Route, ...]:
+        """A right change reaches the left rows whose fk holds its key at the pin."""
+        return (fk_route(self.right, self.join.fk, self.left),)
+
+    def fans_out(self, ctx: BatchContext, reach: Reach, metrics: dict[str, int]) -> bool:
+        # A right row referenced by many left rows (a popular customer) can reach a large
+        # share of the output: then one recompute beats routing every key.
+        return fans_out(
+            ctx,
+            self.left,
+            reach.count,
+            self.join.fanout_threshold,
+            metrics,
+            changed="right keys",
+            of="left rows",
+            min_rows=self.join.fanout_min_rows,
         )
-        return Rebuilt(rows, None, metrics=counts)
 
-    def _routed(
-        self, ctx: BatchContext, changes: Mapping[str, DataFrame]
-    ) -> tuple[DataFrame | list[Any], int]:
-        """The left keys the changed right keys reach (the pinned left rows whose fk holds one),
-        but for the left keys that changed themselves (incremental work either way, so the
-        fan-out rule does not count them), and how many: listed on the driver when the right
-        keys are few (lookups.py), else a materialised frame."""
-        from pyspark.sql import functions as F
-
-        right_changes, left_changes = changes[self.right.name], changes[self.left.name]
-        on_driver = ctx.changed_on_driver(changes, self.right, self.left)
-        if on_driver is not None:
-            changed, left_changed = on_driver
-            listed = routing.routed_on_driver(
-                self.left.path,
-                ctx.version(self.left),
-                changed,
-                self.join.fk,
-                most=ctx.most_keys,
-                left_key=self.left.key,
-            )
-            if listed is not None:
-                reached = sorted(set(listed).difference(left_changed))
-                return reached, len(reached)
-        fk_routes = {routing.RIGHT_KEY: self.join.fk}
-        left_routes = routing.routes(ctx.snapshot(self.left), self.left.key, fk_routes)
-        key = list(self.left.key)
-        routed, count, _ = materialised(
-            routing.routed_left_keys(
-                left_routes,
-                right_changes,
-                self.right.key,
-                left_key=key,
-                changed=ctx.changed.get(self.right.name),
-            ).join(F.broadcast(left_changes.select(*key)), on=key, how="left_anti")
-        )
-        return routed, count
-
-    def _affected_rows(
-        self, ctx: BatchContext, changes: Mapping[str, DataFrame], routed: DataFrame | list[Any]
-    ) -> tuple[Keys, DataFrame, DataFrame, DataFrame | None]:
-        """The affected left keys (materialised, counted, their range), their left rows and the
-        right rows those reference: found on the driver when they are few (lookups.py). With
-        `ctx.derivation.previous`, also their left rows at the previous pins, and the right rows
-        read include those these reference."""
-        left_changes = changes[self.left.name]
-        found = ctx.affected_on_driver(self.left, left_changes, routed) if isinstance(routed, list) else None
-        if found is not None:
-            keys, left_rows = found
-        else:
-            routed_keys = ctx.keys_frame(self.left, routed) if isinstance(routed, list) else routed
-            keys = materialised(affected_keys(left_changes, routed_keys, self.left.key), self.left.key)
-            affected, _, bounds = keys
-            # Materialised once, one row per key (rows_of checks it): the join and the routes
-            # reuse them.
-            left_rows = ctx.rows_of(self.left, affected, left_changes, bounds)
-        left_before, referring, on_driver = None, left_rows, [left_rows]
+    def gather(
+        self, ctx: BatchContext, changes: Mapping[str, DataFrame], affected: Affected, metrics: dict[str, int]
+    ) -> Gathered[JoinRows]:
+        """The affected left rows and the right rows they reference: read on the driver when they
+        are few (lookups.py). With `ctx.derivation.previous`, also both at the previous pins
+        (each side's changed rows as they were), and the right rows read include those the left
+        rows before reference."""
+        left_changes, left_rows = changes[self.left.name], affected.rows
+        left_before, referring, few = None, left_rows, [left_rows]
         if ctx.derivation.previous:
             left_before = previous_rows(left_rows, left_changes, self.left.key)
             # A left row whose fk moved references at the previous pins a right row no left
@@ -229,16 +120,29 @@ class FkJoinView(ViewKindLogic):
             # the unchanged left rows and the changed ones' before their change, so the left
             # rows and those reference the same right rows (and, on the driver, with no join).
             referring = left_rows.select(*self.join.fk).unionByName(left_before.select(*self.join.fk))
-            on_driver.append(before_rows(left_changes))
-        right_rows = None
-        if found is not None:
-            right_rows = ctx.referenced_on_driver(self.right, on_driver, self.join.fk)
-        if right_rows is None:
-            right_rows = ctx.unique_rows(
-                referenced_right_rows(ctx.snapshot(self.right), referring, self.join.fk, self.right.key),
-                self.right,
+            few.append(before_rows(left_changes))
+        right_rows = fk_referenced_rows(
+            ctx, self.right, self.join.fk, referring, few if affected.few else None
+        )
+        before = None
+        if left_before is not None:
+            before = JoinRows(
+                left_before, previous_rows(right_rows, changes[self.right.name], self.right.key)
             )
-        return keys, left_rows, right_rows, left_before
+        return Gathered(JoinRows(left_rows, right_rows), before, held={self.right.name: right_rows})
+
+    def gather_whole(self, ctx: BatchContext, metrics: dict[str, int]) -> Gathered[JoinRows]:
+        return Gathered(JoinRows(ctx.whole_unique(self.left), ctx.whole_unique(self.right)))
+
+    def recompute(self, ctx: BatchContext, rows: JoinRows, *, flags: bool) -> DataFrame:
+        return recompute(
+            rows.left,
+            rows.right,
+            self.join,
+            right_key=self.right.key,
+            right_columns=self._right_columns(ctx.schemas),
+            flags=flags,
+        )
 
     def write_state(self, ctx: BatchContext, rebuilt: Rebuilt, *, since: int) -> None:
         """No state to write (see the class)."""

@@ -25,7 +25,8 @@ first).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta import routing
@@ -35,12 +36,13 @@ from lakejoin.delta.sql_text import spark_columns, spark_quoted
 from lakejoin.quality import checks as quality
 from lakejoin.quality.validations import Validation
 from lakejoin.spec.kind_parts import carried_columns
-from lakejoin.spec.model import Duplicates, Key, ListJoin, PipelineSpec, View
-from lakejoin.views.base import Rebuilt, ViewKindLogic, held_rows
+from lakejoin.spec.model import Duplicates, Key, ListJoin, PipelineSpec, Source, View
+from lakejoin.views.base import Gathered, Rebuilt, ViewKindLogic, held_rows
 from lakejoin.views.context import BatchContext
 from lakejoin.views.fanout import fans_out
 from lakejoin.views.health_flags import KEEP, flag
 from lakejoin.views.joins import matching, previous_rows
+from lakejoin.views.reads import Affected, Reach, Route, referenced_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -157,7 +159,58 @@ def signatures(composite: DataFrame, left_key: Key) -> DataFrame:
     )
 
 
-class ListJoinView(ViewKindLogic):
+def list_route(source: Source, list_column: str, driving: Source) -> Route:
+    """The route of the right source, whose keys the driving (left) rows hold as the elements of
+    their `list_column`."""
+    from pyspark.sql import functions as F
+
+    fields = source.key if len(source.key) > 1 else ()
+
+    def on_driver(path: str, version: int, changed: Sequence[tuple[Any, ...]], most: int, key: Key) -> Any:
+        return routing.holding_on_driver(
+            path, version, changed, list_column, most=most, left_key=key, element_fields=fields
+        )
+
+    def in_spark(rows: DataFrame, changes: DataFrame, count: int | None) -> DataFrame:
+        # The left key renamed while the elements are exploded beside it (a left key column may
+        # be named as the element column).
+        holders = rows.select(*as_left_names(driving.key), F.explode(list_column).alias(ELEMENT))
+        wanted = changes.select(element_key(source.key).alias(ELEMENT))
+        held = holders.join(F.broadcast(wanted), on=ELEMENT, how="left_semi")
+        return held.select(*left_names(driving.key)).distinct().select(*from_left_names(driving.key))
+
+    return Route(source, on_driver, in_spark)
+
+
+@dataclass(frozen=True)
+class ListRows:
+    """The rows a list_join recompute takes: the left rows of the output rows, those of them
+    whose lists are re-joined (`rejoin`), the right rows of those lists' elements, and the
+    joined lists carried from the output (left key as `left_names`, into; None: none)."""
+
+    left: DataFrame
+    rejoin: DataFrame
+    right: DataFrame
+    carried: DataFrame | None = None
+
+
+@dataclass(frozen=True)
+class Rejoin:
+    """Which affected lists a batch re-joins: their composite rows (materialised, `rebuilt` of
+    them) and left rows, and the lists it carries (`kept`, `carried` of them, and their left
+    keys as the left table names them, `carried_left`; None: a batch of few keys carries none)."""
+
+    composite: DataFrame
+    rebuilt: int
+    rows: DataFrame
+    kept: DataFrame | None = None
+    carried: int = 0
+    carried_left: DataFrame | None = None
+
+
+class ListJoinView(ViewKindLogic[ListRows]):
+    driving_first = True
+
     def __init__(self, spec: PipelineSpec, view: View) -> None:
         super().__init__(spec, view)
         self.join = view.list_join
@@ -190,6 +243,17 @@ class ListJoinView(ViewKindLogic):
         names = [f"{ELEMENT}_{i}" for i in range(len(self.right.key))]
         return [F.col(ELEMENT)[c].alias(n) for c, n in zip(self.right.key, names, strict=True)], names
 
+    def _element_rows(self, ctx: BatchContext, elements: DataFrame) -> DataFrame:
+        """The right rows at the pin of `elements` (a column `ELEMENT`), matched as a struct when
+        the right key has several columns (a struct `=` matches a null field, which a match
+        column by column would drop)."""
+        from pyspark.sql import functions as F
+
+        wanted = elements.select(F.col(ELEMENT).alias(MATCH)).where(F.col(MATCH).isNotNull()).distinct()
+        return ctx.snapshot(self.right).join(
+            F.broadcast(wanted), element_key(self.right.key) == wanted[MATCH], how="left_semi"
+        )
+
     def _output_rows(self, left_rows: DataFrame, lists: DataFrame) -> DataFrame:
         """Left rows with the list column replaced by their joined list; with the lists' health
         flags when they carry them (null for a list carried from the output: the batch gives it
@@ -209,139 +273,110 @@ class ListJoinView(ViewKindLogic):
             ]
         return joined.select(*columns)
 
-    def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
-        counts: dict[str, int] = {}
-        if changes is not None:
-            routed, reached = self._routed(ctx, changes)
-            # An element held by many lists (a popular tag) can reach a large share of the
-            # output: then one recompute beats re-joining every list that holds it.
-            if not fans_out(
-                ctx,
-                self.left,
-                reached,
-                self.join.fanout_threshold,
-                counts,
-                changed="right keys",
-                of="left rows",
-                min_rows=self.join.fanout_min_rows,
-            ):
-                return self._incremental(ctx, changes, routed, counts)
-        key = self.left.key
-        left_rows = ctx.whole_source(self.left)
-        ctx.require_unique(left_rows, self.left)
-        right_rows = ctx.whole_source(self.right)
-        ctx.require_unique(right_rows, self.right)
-        lists = self._lists(
-            composite_rows(left_rows, self.join, key, outer=True),
-            right_rows,
-            self._right_columns(ctx.schemas),
-            flags=ctx.derivation.health,
+    def fans_out(self, ctx: BatchContext, reach: Reach, metrics: dict[str, int]) -> bool:
+        # An element held by many lists (a popular tag) can reach a large share of the
+        # output: then one recompute beats re-joining every list that holds it.
+        return fans_out(
+            ctx,
+            self.left,
+            reach.count,
+            self.join.fanout_threshold,
+            metrics,
+            changed="right keys",
+            of="left rows",
+            min_rows=self.join.fanout_min_rows,
         )
-        return Rebuilt(self._output_rows(left_rows, lists), None, metrics=counts)
 
-    def _incremental(
-        self,
-        ctx: BatchContext,
-        changes: Mapping[str, DataFrame],
-        routed: DataFrame | list[Any],
-        counts: dict[str, int],
-    ) -> Rebuilt:
+    def gather(
+        self, ctx: BatchContext, changes: Mapping[str, DataFrame], affected: Affected, metrics: dict[str, int]
+    ) -> Gathered[ListRows]:
         """Re-join the lists of the left keys that changed or hold a changed element, but, in a
         batch of many keys, for those whose list is as it was and holds no changed element: they
-        keep their joined list from the output. The result's metrics are `counts` (the fan-out rule's figures)
-        with the composite rows re-joined and the left rows carried."""
-        from pyspark.sql import functions as F
-
-        key, lk = self.left.key, left_names(self.left.key)
-        left_changed, right_changed = changes[self.left.name], changes[self.right.name]
-        # A batch of few keys finds them and their rows on the driver (lookups.py).
-        found = ctx.affected_on_driver(self.left, left_changed, routed) if isinstance(routed, list) else None
-        if found is not None:
-            (keys, count, key_bounds), left_rows = found
-            # A batch of few keys re-joins every affected list: carrying a list as it was costs a
-            # read of the output and two jobs more than re-joining a few lists, which give the
-            # same rows (the output is the recompute at the previous pins).
-            rejoin_composite, rebuilt, _ = materialised(composite_rows(left_rows, self.join, key))
-            kept, carried, rejoin_rows, carried_left = None, 0, left_rows, None
-        else:
-            if isinstance(routed, list):
-                routed = ctx.keys_frame(self.left, routed).select(*as_left_names(key))
-            changed_keys = left_changed.select(*as_left_names(key))
-            affected, count, bounds = materialised(changed_keys.union(routed).distinct(), lk)
-            keys, key_bounds = affected.select(*from_left_names(key)), bounds.renamed(key)
-            left_rows = ctx.rows_of(self.left, keys, left_changed, key_bounds)
-            new_composite = composite_rows(left_rows, self.join, key).localCheckpoint()
-            kept, carried, carried_left = self._carried(
-                ctx, left_changed, right_changed, new_composite, key_bounds
-            )
-            rejoin_rows = left_rows.join(carried_left, on=list(key), how="left_anti")
-            rejoin_composite, rebuilt, _ = materialised(
-                new_composite.join(F.broadcast(kept.select(*lk)), on=lk, how="left_anti")
-            )
+        keep their joined list from the output (`_rejoined`). `metrics` gains the composite
+        rows re-joined and the left rows carried."""
+        key, left_rows = self.left.key, affected.rows
+        again = self._rejoined(ctx, changes, affected)
         # With `ctx.derivation.previous`, the lists the re-joined left rows held at the previous
         # pins are joined too: one read of the right rows serves both.
-        left_before = previous_rows(left_rows, left_changed, key) if ctx.derivation.previous else None
-        elements = rejoin_composite.select(ELEMENT)
+        left_before = (
+            previous_rows(left_rows, changes[self.left.name], key) if ctx.derivation.previous else None
+        )
+        elements = again.composite.select(ELEMENT)
+        rejoin_before = None
         if left_before is not None:
             rejoin_before = (
                 left_before
-                if carried_left is None
-                else left_before.join(carried_left, on=list(key), how="left_anti")
+                if again.carried_left is None
+                else left_before.join(again.carried_left, on=list(key), how="left_anti")
             )
             elements = elements.unionByName(composite_rows(rejoin_before, self.join, key).select(ELEMENT))
-        referenced = None
-        if found is not None:
-            parts, names = self._element_columns()
-            # every element of every re-joined list (now and before): many rows when the lists
-            # are long, so Spark makes them distinct before they are collected
-            referenced = ctx.referenced_on_driver(
-                self.right, elements.select(*parts), names, distinct=rebuilt > ctx.most_keys
-            )
-        if referenced is not None:
-            right_rows = referenced
-        else:
-            wanted = elements.select(F.col(ELEMENT).alias(MATCH)).where(F.col(MATCH).isNotNull()).distinct()
-            right_rows = ctx.unique_rows(
-                ctx.snapshot(self.right).join(
-                    F.broadcast(wanted), element_key(self.right.key) == wanted[MATCH], how="left_semi"
-                ),
-                self.right,
-            )
-        right_columns = self._right_columns(ctx.schemas)
-        lists = self._lists(
-            composite_rows(rejoin_rows, self.join, key, outer=True),
-            right_rows,
-            right_columns,
-            flags=ctx.derivation.health,
-        )
-        if kept is not None:
-            carried_lists = kept
-            if ctx.derivation.health:  # a carried list's flags are as they were (engine/health.py)
-                carried_lists = kept.select(
-                    *kept.columns, F.lit(None).cast("bigint").alias(flag("missing_elements"))
-                )
-            lists = lists.unionByName(carried_lists)
-        previous = None
-        if left_before is not None:
+        right_rows = self._element_rows_of(ctx, elements, few=affected.few, rebuilt=again.rebuilt)
+        metrics.update(composite_rows_rebuilt=again.rebuilt, left_rows_carried=again.carried)
+        before = None
+        if left_before is not None and rejoin_before is not None:
             # A carried list is the previous pins' too: its elements and their right rows are
             # as they were.
-            lists_before = self._lists(
-                composite_rows(rejoin_before, self.join, key, outer=True),
-                previous_rows(right_rows, right_changed, self.right.key),
-                right_columns,
-            )
-            if kept is not None:
-                lists_before = lists_before.unionByName(kept)
-            previous = self._output_rows(left_before, lists_before)
-        metrics = {**counts, "composite_rows_rebuilt": rebuilt, "left_rows_carried": carried}
-        return Rebuilt(
-            self._output_rows(left_rows, lists),
-            keys,
-            count,
-            key_bounds,
-            metrics=metrics,
-            previous=previous,
-            held={self.left.name: left_rows},
+            right_before = previous_rows(right_rows, changes[self.right.name], self.right.key)
+            before = ListRows(left_before, rejoin_before, right_before, again.kept)
+        now = ListRows(left_rows, again.rows, right_rows, again.kept)
+        return Gathered(now, before, held={self.left.name: left_rows})
+
+    def gather_whole(self, ctx: BatchContext, metrics: dict[str, int]) -> Gathered[ListRows]:
+        left_rows, right_rows = ctx.whole_unique(self.left), ctx.whole_unique(self.right)
+        return Gathered(ListRows(left_rows, left_rows, right_rows))
+
+    def recompute(self, ctx: BatchContext, rows: ListRows, *, flags: bool) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        composite = composite_rows(rows.rejoin, self.join, self.left.key, outer=True)
+        lists = self._lists(composite, rows.right, self._right_columns(ctx.schemas), flags=flags)
+        if rows.carried is not None:
+            carried = rows.carried
+            if flags:  # a carried list's flags are as they were (engine/health.py)
+                carried = carried.select(
+                    *carried.columns, F.lit(None).cast("bigint").alias(flag("missing_elements"))
+                )
+            lists = lists.unionByName(carried)
+        return self._output_rows(rows.left, lists)
+
+    def _rejoined(self, ctx: BatchContext, changes: Mapping[str, DataFrame], affected: Affected) -> Rejoin:
+        """Which affected lists a batch re-joins, and which it carries from the output."""
+        from pyspark.sql import functions as F
+
+        key, lk = self.left.key, left_names(self.left.key)
+        left_rows = affected.rows
+        if affected.few:
+            # A batch of few keys re-joins every affected list: carrying a list as it was costs a
+            # read of the output and two jobs more than re-joining a few lists, which give the
+            # same rows (the output is the recompute at the previous pins).
+            composite, rebuilt, _ = materialised(composite_rows(left_rows, self.join, key))
+            return Rejoin(composite, rebuilt, left_rows)
+        _, _, key_bounds = affected.keys
+        new_composite = composite_rows(left_rows, self.join, key).localCheckpoint()
+        kept, carried, carried_left = self._carried(
+            ctx, changes[self.left.name], changes[self.right.name], new_composite, key_bounds
+        )
+        rows = left_rows.join(carried_left, on=list(key), how="left_anti")
+        composite, rebuilt, _ = materialised(
+            new_composite.join(F.broadcast(kept.select(*lk)), on=lk, how="left_anti")
+        )
+        return Rejoin(composite, rebuilt, rows, kept, carried, carried_left)
+
+    def _element_rows_of(
+        self, ctx: BatchContext, elements: DataFrame, *, few: bool, rebuilt: int
+    ) -> DataFrame:
+        """The right rows of `elements` (every element of every re-joined list, now and before):
+        on the driver when the affected rows were found there (`few`)."""
+        parts, names = self._element_columns()
+        return referenced_rows(
+            ctx,
+            self.right,
+            names,
+            few=[elements.select(*parts)] if few else None,
+            in_spark=lambda: self._element_rows(ctx, elements),
+            # many rows when the lists are long, so Spark makes them distinct before they are
+            # collected
+            distinct=rebuilt > ctx.most_keys,
         )
 
     def _carried(
@@ -382,45 +417,10 @@ class ListJoinView(ViewKindLogic):
         kept, carried, _ = materialised(same.select(*lk, into))
         return kept, carried, F.broadcast(kept.select(*from_left_names(key)))
 
-    def _routed(
-        self, ctx: BatchContext, changes: Mapping[str, DataFrame]
-    ) -> tuple[DataFrame | list[Any], int]:
-        """The left keys whose list holds a changed element in the pinned left table, but for
-        the left keys that changed themselves (incremental work either way, so the fan-out rule
-        does not count them), and how many: listed on the driver when the changed elements are
-        few (lookups.py), else materialised. With no changed element the table is not read."""
-        from pyspark.sql import functions as F
-
-        right_changes, left_changes = changes[self.right.name], changes[self.left.name]
-        if not ctx.changed.get(self.right.name, 1):
-            return [], 0
-        on_driver = ctx.changed_on_driver(changes, self.right, self.left)
-        if on_driver is not None:
-            changed, left_changed = on_driver
-            listed = routing.holding_on_driver(
-                self.left.path,
-                ctx.version(self.left),
-                changed,
-                self.join.list,
-                most=ctx.most_keys,
-                left_key=self.left.key,
-                element_fields=self.right.key if len(self.right.key) > 1 else (),
-            )
-            if listed is not None:
-                others = sorted(set(listed).difference(left_changed))
-                return others, len(others)
-        key, lk = self.left.key, left_names(self.left.key)
-        holders = ctx.snapshot(self.left).select(
-            *as_left_names(key), F.explode(self.join.list).alias(ELEMENT)
-        )
-        wanted = right_changes.select(element_key(self.right.key).alias(ELEMENT))
-        done, reached, _ = materialised(
-            holders.join(F.broadcast(wanted), on=ELEMENT, how="left_semi")
-            .select(*lk)
-            .distinct()
-            .join(F.broadcast(left_changes.select(*as_left_names(key))), on=lk, how="left_anti")
-        )
-        return done, reached
+    @property
+    def routes(self) -> tuple[Route, ...]:
+        """A right change reaches the left rows whose list holds its key at the pin."""
+        return (list_route(self.right, self.join.list, self.left),)
 
     def write_state(self, ctx: BatchContext, rebuilt: Rebuilt, *, since: int) -> None:
         """No state to write (see the module)."""

@@ -38,14 +38,15 @@ from lakejoin.quality.validations import Validation
 from lakejoin.sink.choice import KEEP
 from lakejoin.sink.keyed_tables import schema_drift
 from lakejoin.spec.model import Key, OnConflict, PipelineSpec, View, quoted, shown
-from lakejoin.views.base import Rebuilt, ViewKindLogic, held_rows
+from lakejoin.views.base import Gathered, Rebuilt, ViewKindLogic, held_rows
 from lakejoin.views.context import STATE, BatchContext, shown_value
 from lakejoin.views.health_flags import KEEP as FLAG_KEEP
 from lakejoin.views.health_flags import flag
+from lakejoin.views.reads import Affected, Reach
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, Observation, SparkSession
 
 SINCE = "_lj_version"  # the commit version of a master row's last change of content
 MASTER_RESOLVED = "_lj_master_resolved"
@@ -118,7 +119,34 @@ class IndexUpdate:
     full: bool
 
 
-class RekeyView(ViewKindLogic):
+def _null_keys(derived_key: Key) -> Column:
+    """How many rows have no derived key (a null in any of its columns), as an observation's `n`."""
+    from pyspark.sql import functions as F
+
+    return F.count_if(null_key(derived_key)).alias("n")
+
+
+@dataclass(frozen=True)
+class Claims(Affected):
+    """The derived keys a rekey batch affects (`keys`; `rows`: the changed masters' new
+    claims) and what its gather reads on from: the index at its pin, the master's changes, the
+    changed masters' index rows (`old`), the changed master keys when those were read on the
+    driver (`masters`; None: with Spark), and the observation counting the masters dropped
+    for a null derived key."""
+
+    index: DataFrame
+    changed: DataFrame
+    old: DataFrame
+    masters: list[tuple[Any, ...]] | None
+    dropped: Observation
+
+    @property
+    def new(self) -> DataFrame:
+        """The changed masters' new claims (those with a derived key)."""
+        return self.rows
+
+
+class RekeyView(ViewKindLogic["DataFrame"]):  # the rows: its claims
     def __init__(self, spec: PipelineSpec, view: View) -> None:
         super().__init__(spec, view)
         self.rekey = view.rekey
@@ -134,135 +162,173 @@ class RekeyView(ViewKindLogic):
         keys = list(dict.fromkeys((*self.master.key, *self.rekey.key)))
         return [*keys, SINCE, *self._columns(schemas)]
 
-    def rebuild(self, ctx: BatchContext, changes: Mapping[str, DataFrame] | None) -> Rebuilt:
+    @property
+    def _claim_key(self) -> list[str]:
+        """A claim's key columns, once each: the derived key's, then the master key's."""
+        v, k = self.rekey.key, self.master.key
+        return [*v, *(c for c in k if c not in v)]
+
+    def affected(self, ctx: BatchContext, changes: Mapping[str, DataFrame], reach: Reach) -> Claims:
+        """The derived keys a batch affects: the old ones of the changed masters (their index
+        rows: on the driver when they are few, lookups.py) and the new ones (their upserts)."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
         v, k = self.rekey.key, self.master.key
-        vk = [*v, *(c for c in k if c not in v)]  # the claim's key columns, once each
-        columns, index_columns = self._columns(ctx.schemas), self._index_columns(ctx.schemas)
-        held: dict[str, DataFrame] = {}  # the master rows of the claims, when listed on the driver
+        index_columns = self._index_columns(ctx.schemas)
+        index, changed = ctx.read_state(), changes[self.master.name]
         # Masters without a derived key (a null in any of its columns) are counted by an
         # observation on the job that materialises the rows anyway, not by a count of their own.
         dropped = Observation()
-        previous = None
-        null_keys = F.count_if(null_key(v)).alias("n")
-        if changes is None:
-            rows = self._full_index(ctx)
-            ctx.require_unique(rows, self.master)
-            kept = rows.observe(dropped, null_keys).where(~null_key(v))
-            claims = kept.select(*spark_columns(index_columns)).localCheckpoint()
-            update = IndexUpdate(claims, full=True)
-            affected, affected_count, bounds = None, None, None
-        else:
-            index = ctx.read_state()
-            changed = changes[self.master.name]
-            upserts = changed.where(F.col(CHANGE) == ChangeKind.UPSERT.value).observe(dropped, null_keys)
-            new = upserts.where(~null_key(v)).select(
-                *spark_columns(index_columns[: len(vk)]),
-                F.col(VERSION).alias(SINCE),
-                *spark_columns(columns),
-            )
-            # A batch of few masters reads their index rows on the driver (lookups.py).
-            masters = ctx.key_values(changed, k, ctx.changed.get(self.master.name))
-            listed = None if masters is None else self._index_on_driver(ctx, index, k, masters)
-            old = (
-                index.join(F.broadcast(changed.select(*k)), on=list(k), how="left_semi")
-                if listed is None
-                else listed
-            )
-            if ctx.derivation.previous and listed is None:
-                old = old.localCheckpoint()  # the previous claims read them again
-            key_columns = list(self.output_key)
-            affected, affected_count, bounds = materialised(
-                old.select(*key_columns).union(new.select(*key_columns)).distinct(), v
-            )
-            derived = affected.select(*v).distinct()
-            unchanged = None
-            if masters is not None and listed is not None:
-                # The masters of the claims written, which the check looks for in the master
-                # table: the changed ones are in the batch's changes, the others are read on
-                # the driver with the index rows that name them (no scan of the master whole).
-                claimed_masters: list[tuple[Any, ...]] | None = []
-                if self.resolution is not Resolution.EVERY_CLAIM:
-                    # Distinct here, not by Spark (a shuffle): the affected keys are few.
-                    claimed = list(dict.fromkeys(tuple(row) for row in affected.select(*v).collect()))
-                    found = self._index_rows_on_driver(ctx, v, claimed, excluding=(k, masters))
-                    if found is not None:
-                        unchanged = lookups.as_spark(ctx.spark, found, index.schema)
-                    claimed_masters = None if found is None else lookups.key_tuples(found, k)
-                held_masters = (
-                    None if claimed_masters is None else self._masters(ctx, changed, claimed_masters)
-                )
-                if held_masters is not None:
-                    held[self.master.name] = held_masters
-            if unchanged is None:
-                unchanged = index.join(F.broadcast(changed.select(*k)), on=list(k), how="left_anti").join(
-                    F.broadcast(derived), on=list(v), how="left_semi"
-                )
-            # Without `unique`, a derived row depends on its own master alone.
-            claims = (
-                new
-                if self.resolution is Resolution.EVERY_CLAIM
-                else unchanged.select(*spark_columns(index_columns)).unionByName(new)
-            )
-            claims = claims.localCheckpoint()
-            update = IndexUpdate(
-                changed.select(
-                    *spark_columns(index_columns[: len(vk)]),
-                    F.col(VERSION).alias(SINCE),
-                    *spark_columns(columns),
-                    F.col(CHANGE),
-                ),
-                full=False,
-            )
-            if ctx.derivation.previous:
-                # The affected derived keys' claims at the previous pins: the unchanged
-                # masters' (in `claims`) and the changed masters' index rows.
-                before = old.select(*spark_columns(index_columns))
-                if self.resolution is not Resolution.EVERY_CLAIM:
-                    before = (
-                        claims.join(F.broadcast(changed.select(*k)), on=list(k), how="left_anti")
-                        .select(*spark_columns(index_columns))
-                        .unionByName(before)
-                    )
-                previous = resolve(before, v, k, unique=self.rekey.unique)
-                previous = previous.select(*spark_columns([*vk, *columns]))
-        counts = {"null_keys_dropped": int(dropped.get["n"] or 0), "conflicts": 0}
-        if self.resolution is not Resolution.EVERY_CLAIM:
-            clashes = conflicts(claims, v, k).orderBy(*v).limit(20).collect()
-            total = conflicts(claims, v, k).count() if clashes else 0
-            counts["conflicts"] = total
-            if clashes and self.resolution is Resolution.FAIL:
-                raise KeyConflictError(
-                    f"{total} derived key(s) are claimed by more than one master row: "
-                    + shown_conflicts(clashes, v, k, limit=20),
-                    where=f"view '{self.view.name}', source '{self.master.name}' at version "
-                    f"{ctx.version(self.master)}",
-                    fix=f"make {quoted(v)} unique among the master rows and run again (nothing was written), "
-                    "or declare 'on_conflict: latest' (the master changed last wins) or "
-                    "'unique: false' (one row per master)",
-                )
-            if clashes:
-                ctx.notes["conflicts"] = (
-                    f"{total} derived key(s) claimed by several masters, the latest kept: "
-                    + shown_conflicts(clashes, v, k, limit=5)
-                )
-        flags = [flag("conflicts"), FLAG_KEEP] if ctx.derivation.health else []
-        output = resolve(claims, v, k, unique=self.rekey.unique, flags=ctx.derivation.health).select(
-            *spark_columns([*vk, *columns, *flags])
+        upserts = changed.where(F.col(CHANGE) == ChangeKind.UPSERT.value).observe(dropped, _null_keys(v))
+        new = upserts.where(~null_key(v)).select(
+            *spark_columns(index_columns[: len(self._claim_key)]),
+            F.col(VERSION).alias(SINCE),
+            *spark_columns(self._columns(ctx.schemas)),
         )
-        return Rebuilt(
-            output,
-            affected,
-            affected_count,
-            bounds,
-            metrics=counts,
-            state=update,
-            previous=previous,
+        # A batch of few masters reads their index rows on the driver (lookups.py).
+        masters = ctx.key_values(changed, k, ctx.changed.get(self.master.name))
+        listed = None if masters is None else self._index_on_driver(ctx, index, k, masters)
+        old = (
+            index.join(F.broadcast(changed.select(*k)), on=list(k), how="left_semi")
+            if listed is None
+            else listed
+        )
+        if ctx.derivation.previous and listed is None:
+            old = old.localCheckpoint()  # the previous claims read them again
+        key_columns = list(self.output_key)
+        keys = materialised(old.select(*key_columns).union(new.select(*key_columns)).distinct(), v)
+        on_driver = masters if listed is not None else None
+        return Claims(keys, new, on_driver is not None, index, changed, old, on_driver, dropped)
+
+    def gather(
+        self, ctx: BatchContext, changes: Mapping[str, DataFrame], affected: Affected, metrics: dict[str, int]
+    ) -> Gathered[DataFrame]:
+        """The claims of the affected derived keys (the unchanged masters' and the changed
+        ones'), materialised, their conflicts counted (FAIL raises here, before anything is
+        written), and the index update; with `ctx.derivation.previous`, the claims at the
+        previous pins."""
+        from pyspark.sql import functions as F
+
+        assert isinstance(affected, Claims), "rekey's affected keys are its claims"
+        k, index_columns = self.master.key, self._index_columns(ctx.schemas)
+        unchanged, held = self._unchanged_claims(ctx, affected)
+        # Without `unique`, a derived row depends on its own master alone.
+        claims = (
+            affected.new
+            if self.resolution is Resolution.EVERY_CLAIM
+            else unchanged.select(*spark_columns(index_columns)).unionByName(affected.new)
+        )
+        claims = claims.localCheckpoint()
+        update = IndexUpdate(
+            affected.changed.select(
+                *spark_columns(index_columns[: len(self._claim_key)]),
+                F.col(VERSION).alias(SINCE),
+                *spark_columns(self._columns(ctx.schemas)),
+                F.col(CHANGE),
+            ),
+            full=False,
+        )
+        before = None
+        if ctx.derivation.previous:
+            # The affected derived keys' claims at the previous pins: the unchanged
+            # masters' (in `claims`) and the changed masters' index rows.
+            before = affected.old.select(*spark_columns(index_columns))
+            if self.resolution is not Resolution.EVERY_CLAIM:
+                before = (
+                    claims.join(F.broadcast(affected.changed.select(*k)), on=list(k), how="left_anti")
+                    .select(*spark_columns(index_columns))
+                    .unionByName(before)
+                )
+        self._count_conflicts(ctx, claims, affected.dropped, metrics)
+        return Gathered(claims, before, held=held, state=update)
+
+    def _unchanged_claims(
+        self, ctx: BatchContext, affected: Claims
+    ) -> tuple[DataFrame, dict[str, DataFrame]]:
+        """The index rows of the affected derived keys' unchanged masters, and the master rows
+        of the claims, held for the checks when listed on the driver (none otherwise)."""
+        from pyspark.sql import functions as F
+
+        v, k = self.rekey.key, self.master.key
+        held: dict[str, DataFrame] = {}
+        unchanged = None
+        if affected.masters is not None:
+            # The masters of the claims written, which the check looks for in the master
+            # table: the changed ones are in the batch's changes, the others are read on
+            # the driver with the index rows that name them (no scan of the master whole).
+            claimed_masters: list[tuple[Any, ...]] | None = []
+            if self.resolution is not Resolution.EVERY_CLAIM:
+                # Distinct here, not by Spark (a shuffle): the affected keys are few.
+                affected_keys = affected.keys[0]
+                claimed = list(dict.fromkeys(tuple(row) for row in affected_keys.select(*v).collect()))
+                found = self._index_rows_on_driver(ctx, v, claimed, excluding=(k, affected.masters))
+                if found is not None:
+                    unchanged = lookups.as_spark(ctx.spark, found, affected.index.schema)
+                claimed_masters = None if found is None else lookups.key_tuples(found, k)
+            held_masters = (
+                None if claimed_masters is None else self._masters(ctx, affected.changed, claimed_masters)
+            )
+            if held_masters is not None:
+                held[self.master.name] = held_masters
+        if unchanged is None:
+            derived = affected.keys[0].select(*v).distinct()
+            unchanged = affected.index.join(
+                F.broadcast(affected.changed.select(*k)), on=list(k), how="left_anti"
+            ).join(F.broadcast(derived), on=list(v), how="left_semi")
+        return unchanged, held
+
+    def gather_whole(self, ctx: BatchContext, metrics: dict[str, int]) -> Gathered[DataFrame]:
+        """Every master's claim (`_full_index`), materialised, its conflicts counted, and the
+        index rewritten whole; every master without a derived key is counted."""
+        from pyspark.sql import Observation
+
+        v = self.rekey.key
+        dropped = Observation()
+        kept = self._full_index(ctx).observe(dropped, _null_keys(v)).where(~null_key(v))
+        claims = kept.select(*spark_columns(self._index_columns(ctx.schemas))).localCheckpoint()
+        self._count_conflicts(ctx, claims, dropped, metrics)
+        return Gathered(
+            claims,
+            state=IndexUpdate(claims, full=True),
             # a full recompute counts every master without a derived key
-            health_counts={"null_keys": counts["null_keys_dropped"]} if changes is None else {},
-            held=held,
+            health_counts={"null_keys": metrics["null_keys_dropped"]},
+        )
+
+    def _count_conflicts(
+        self, ctx: BatchContext, claims: DataFrame, dropped: Observation, metrics: dict[str, int]
+    ) -> None:
+        """Count in `metrics` the masters dropped for a null derived key (`dropped`, observed by
+        the job that materialised the claims) and the derived keys several masters claim; with
+        `on_conflict: fail`, raise KeyConflictError for those, else note them."""
+        v, k = self.rekey.key, self.master.key
+        metrics.update(null_keys_dropped=int(dropped.get["n"] or 0), conflicts=0)
+        if self.resolution is Resolution.EVERY_CLAIM:
+            return
+        clashes = conflicts(claims, v, k).orderBy(*v).limit(20).collect()
+        total = conflicts(claims, v, k).count() if clashes else 0
+        metrics["conflicts"] = total
+        if clashes and self.resolution is Resolution.FAIL:
+            raise KeyConflictError(
+                f"{total} derived key(s) are claimed by more than one master row: "
+                + shown_conflicts(clashes, v, k, limit=20),
+                where=f"view '{self.view.name}', source '{self.master.name}' at version "
+                f"{ctx.version(self.master)}",
+                fix=f"make {quoted(v)} unique among the master rows and run again (nothing was written), "
+                "or declare 'on_conflict: latest' (the master changed last wins) or "
+                "'unique: false' (one row per master)",
+            )
+        if clashes:
+            ctx.notes["conflicts"] = (
+                f"{total} derived key(s) claimed by several masters, the latest kept: "
+                + shown_conflicts(clashes, v, k, limit=5)
+            )
+
+    def recompute(self, ctx: BatchContext, rows: DataFrame, *, flags: bool) -> DataFrame:
+        v, k = self.rekey.key, self.master.key
+        flagged = [flag("conflicts"), FLAG_KEEP] if flags else []
+        return resolve(rows, v, k, unique=self.rekey.unique, flags=flags).select(
+            *spark_columns([*self._claim_key, *self._columns(ctx.schemas), *flagged])
         )
 
     @staticmethod
@@ -318,7 +384,7 @@ class RekeyView(ViewKindLogic):
         """
         from pyspark.sql import functions as F
 
-        snapshot = ctx.whole_source(self.master)
+        snapshot = ctx.whole_unique(self.master)
         pinned = ctx.version(self.master)
         if self.resolution is not Resolution.LATEST:
             return snapshot.withColumn(SINCE, F.lit(pinned).cast("bigint"))
