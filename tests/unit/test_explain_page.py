@@ -16,20 +16,18 @@ from pathlib import Path
 import pytest
 
 from lakejoin.cli.explain_html import explain_page, output_version, query
-from lakejoin.cli.explain_model import (
+from lakejoin.cli.explain_model import ChangeRows, Explanation
+from lakejoin.errors import BatchStateError, CommandError
+from lakejoin.quality.report_pages import ViewRow, pipeline_index
+from lakejoin.spec.explained import (
     Absence,
     BatchInfo,
-    ChangeRows,
     Choice,
-    Explanation,
     InputRow,
     Reason,
     Role,
 )
-from lakejoin.errors import BatchStateError, CommandError
-from lakejoin.quality.report_pages import ViewRow, pipeline_index
-from lakejoin.spec.model import JoinHow
-from lakejoin.views.rekey import Resolution
+from lakejoin.spec.model import JoinHow, Resolution
 from tests.unit.shop import shop
 
 pytestmark = pytest.mark.unit

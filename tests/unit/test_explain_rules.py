@@ -8,19 +8,20 @@ import datetime
 
 import pytest
 
-from lakejoin.cli.explain_model import Absence, InputRow, Role
-from lakejoin.cli.explain_rules import (
+from lakejoin.cli.explain_rules import key_values
+from lakejoin.errors import BatchStateError, CommandError
+from lakejoin.spec.explained import (
+    Absence,
+    InputRow,
+    Role,
     change_of,
     deleted_at,
-    key_values,
     list_elements,
     rekey_choice,
     why_not_derived,
     why_not_joined,
 )
-from lakejoin.errors import BatchStateError, CommandError
-from lakejoin.spec.model import JoinHow
-from lakejoin.views.rekey import Resolution
+from lakejoin.spec.model import JoinHow, Resolution
 
 pytestmark = pytest.mark.unit
 
@@ -286,8 +287,8 @@ def test_an_input_version_gone_is_a_clear_error(tmp_path):
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from lakejoin.cli.explain_inputs import read_rows
     from lakejoin.errors import SourceError
+    from lakejoin.views.explained import read_rows
 
     write_deltalake(str(tmp_path), pa.table({"id": ["a"], "name": ["x"]}))
     with pytest.raises(SourceError) as raised:
@@ -300,7 +301,7 @@ def test_a_keys_history_is_read_backwards_in_growing_windows(tmp_path):
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from lakejoin.cli.explain_inputs import HISTORY_WINDOW, key_history
+    from lakejoin.views.explained import HISTORY_WINDOW, key_history
 
     path = str(tmp_path)
     write_deltalake(

@@ -260,7 +260,6 @@ PLACES = (
     "spec/kinds/<kind>.py",
     "spec/registry.py",
     "views/<kind>.py",
-    "cli/explain_inputs.py",
 )
 
 

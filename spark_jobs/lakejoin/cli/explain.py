@@ -4,10 +4,10 @@ no row for that key, from the Delta logs and tables alone (delta-rs: no JVM, no 
 It follows the batch protocol (DESIGN §2). The output's change feed says which commit last
 inserted, updated or deleted the key; that commit's marker (delta/markers.py) says which batch
 it was and the input versions it read. The inputs' rows at those pins (delta/lookups.py) are
-what made the row (cli/explain_inputs.py), and their change feeds over the batch's range, for
-the keys that lead to the row, are the changes that reached it. A key not in the view is
-explained at the pins of the view's last batch, of which the output is a function, by the rules
-of cli/explain_rules.py.
+what made the row (each view kind's `explain`, views/<kind>.py), and their change feeds over the
+batch's range, for the keys that lead to the row, are the changes that reached it. A key not in
+the view is explained at the pins of the view's last batch, of which the output is a function,
+by the rules of spec/explained.py.
 
 >>> found = explain(load_spec("pipelines/marketplace.yaml"), "display_products", ["p1"])  # doctest: +SKIP
 >>> found.read_at.batch_id, found.inputs[1].row["display_name"]  # doctest: +SKIP
@@ -21,17 +21,19 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from lakejoin.cli.explain_inputs import READERS, Ask, Feed, key_history, read_rows
-from lakejoin.cli.explain_model import BatchInfo, ChangeRows, Explanation
-from lakejoin.cli.explain_rules import change_of, key_values
+from lakejoin.cli.explain_model import ChangeRows, Explanation
+from lakejoin.cli.explain_rules import key_values
 from lakejoin.cli.explain_text import render
 from lakejoin.delta import lookups
 from lakejoin.delta.log import BatchLog
 from lakejoin.delta.markers import FINAL, BatchMarker, find_commit
 from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus
+from lakejoin.engine.kinds import view_logic
 from lakejoin.errors import BatchStateError, CommandError
 from lakejoin.spec.definition import output_key
+from lakejoin.spec.explained import Ask, BatchInfo, Feed, change_of
 from lakejoin.spec.model import PipelineSpec, View
+from lakejoin.views.explained import key_history, read_rows
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -83,14 +85,15 @@ def explain(spec: PipelineSpec, name: str, texts: Sequence[str], *, at: int | No
     # a function), and by the changes of the batch that deleted it.
     changed = last_change if last_change is not None and last_change.batch_id is not None else read_at
     ask = Ask(spec, view, values, read_at, row is None, notes, history)
-    reading = READERS[view.kind](ask)
+    reader = view_logic(spec, view).explain  # the view kind's: views/<kind>.py
+    reading = reader(ask)
     feeds = reading.feeds
     if changed.output_version != read_at.output_version:
         # The keys that led to the row when it was deleted: those of that batch's pins (a
         # foreign key may have moved since). Only the feeds are wanted: read as for a row in the
         # view, so no input's delete is looked for again.
         try:
-            feeds = READERS[view.kind](Ask(spec, view, values, changed, False, [], history)).feeds
+            feeds = reader(Ask(spec, view, values, changed, False, [], history)).feeds
         except BatchStateError as exc:
             notes.append(f"the inputs at batch {changed.batch_id}'s pins cannot be read ({exc.what})")
     return Explanation(

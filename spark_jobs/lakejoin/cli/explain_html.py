@@ -18,19 +18,11 @@ from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from lakejoin.cli.explain_model import (
-    Absence,
-    BatchInfo,
-    Explanation,
-    InputRow,
-    changes_title,
-    jsonable,
-    shown_key,
-    shown_range,
-)
+from lakejoin.cli.explain_model import Explanation, changes_title, jsonable, shown_range
 from lakejoin.errors import CommandError, LakejoinError
 from lakejoin.quality.report_pages import document, link, table, versions_table
 from lakejoin.spec.definition import output_key
+from lakejoin.spec.explained import Absence, BatchInfo, InputRow, shown_key
 from lakejoin.spec.model import PipelineSpec, shown
 
 PAGE = "explain"  # the page's address, relative to the pipeline's index

@@ -1,9 +1,10 @@
 """What `lakejoin explain` answers: the explained row, the batch that wrote it, the input rows
-that made it, the changes that reached it or the reason it is not there, and its stable JSON
-document (`--json`). cli/explain_rules.py decides; cli/explain.py reads.
+that made it (spec/explained.py), the changes that reached it or the reason it is not there, and
+its stable JSON document (`--json`). cli/explain.py reads; the view kinds read their inputs
+(views/<kind>.py `explain`).
 
->>> print(InputRow(Role.RIGHT, "merchants", 4, {"merchant_id": "m9"}, None, deleted_at=3).missing())
-no row with merchant_id='m9' at version 4, deleted at version 3
+>>> jsonable({"day": datetime.date(2026, 11, 2), "price": decimal.Decimal("1.50"), "at": (b"ok",)})
+{'day': '2026-11-02', 'price': '1.50', 'at': ['b2s=']}
 """
 
 from __future__ import annotations
@@ -11,100 +12,13 @@ from __future__ import annotations
 import base64
 import datetime
 import decimal
-import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from lakejoin.spec.model import JoinHow, shown
-from lakejoin.views.rekey import Resolution
+from lakejoin.spec.explained import BatchInfo, Choice, InputRow, Reason, Role
 
 FORMAT = 1  # the JSON document's version: a field keeps its meaning within one version
-
-
-class Role(enum.Enum):
-    """The part an input row plays in the explained row."""
-
-    LEFT = "left"
-    RIGHT = "right"
-    ELEMENT = "element"  # one element of a list_join's list, joined on its own
-    FACT = "fact"
-    DIMENSION = "dimension"
-    MASTER = "master"
-
-
-class Absence(enum.Enum):
-    """Why a key is not in the view, at the pins of the view's last batch."""
-
-    NO_LEFT_ROW = "no_left_row"
-    NO_FACT_ROW = "no_fact_row"
-    NO_MASTER_ROW = "no_master_row"  # no master row holds the derived key
-    NULL_FK = "null_fk"  # an inner join's fk holds a null: it matches nothing
-    NO_RIGHT_ROW = "no_right_row"  # an inner join (or inner dimension) finds no row for the fk
-    NULL_DERIVED_KEY = "null_derived_key"  # the master that held it now has a null derived key
-    # enrich lookup: the fact was enriched by the batch that processed it, whose dimensions
-    # left it out; later dimension changes do not re-enrich it.
-    NOT_REENRICHED = "not_reenriched"
-    DRIFT = "drift"  # the inputs give the key a row: the output is not what they derive
-
-
-@dataclass(frozen=True)
-class InputRow:
-    """One input row read at a batch's pins: `key` is the key looked up (None: the fk holds a
-    null, so nothing was looked up), `row` what the input held then (None: no row)."""
-
-    role: Role
-    source: str
-    version: int
-    key: dict[str, Any] | None
-    row: dict[str, Any] | None
-    how: JoinHow | None = None  # a right side's or a dimension's join
-    position: int | None = None  # an element's place in its list
-    deleted_at: int | None = None  # the input version that deleted the missing row, when known
-
-    @property
-    def where(self) -> str:
-        return f"{self.source}@{self.version}"
-
-    def missing(self) -> str:
-        """Why there is no row, in words."""
-        if self.key is None:
-            return "the key it is looked up by holds a null: it matches nothing"
-        gone = f", deleted at version {self.deleted_at}" if self.deleted_at is not None else ""
-        return f"no row with {shown_key(self.key)} at version {self.version}{gone}"
-
-
-@dataclass(frozen=True)
-class Reason:
-    code: Absence
-    text: str
-
-
-@dataclass(frozen=True)
-class Choice:
-    """How a rekey picked the master of a derived key: its resolution, the master key(s) kept,
-    and each claiming master's last change of content (None: not known)."""
-
-    resolution: Resolution
-    chosen: list[dict[str, Any]]
-    last_changes: list[tuple[dict[str, Any], int | None]]
-    text: str
-
-
-@dataclass(frozen=True)
-class BatchInfo:
-    """A batch as its output commit records it (`batch_id` None: a commit lakejoin did not
-    mark), with the notes its batch log row adds; `change` what that commit did to the key."""
-
-    batch_id: int | None
-    mode: str | None
-    output_version: int
-    committed_at: str | None
-    start_versions: dict[str, int]
-    pinned_versions: dict[str, int]
-    notes: dict[str, str] = field(default_factory=dict)
-    change: str | None = None  # insert, update, delete
-    repair_ends: dict[str, int] = field(default_factory=dict)  # a repair's range ends (markers.py)
 
 
 @dataclass(frozen=True)
@@ -238,11 +152,3 @@ def changes_title(found: Explanation) -> str:
     if found.changes_of is None:
         return "changes that reached it"
     return f"changes of batch {found.changes_of} that reached it"
-
-
-def shown_key(key: Mapping[str, Any]) -> str:
-    """`product_id='p1'`, `(tenant, id)=('acme', 7)`."""
-    if len(key) == 1:
-        ((column, value),) = key.items()
-        return f"{column}={value!r}"
-    return f"{shown(tuple(key))}=({', '.join(repr(v) for v in key.values())})"

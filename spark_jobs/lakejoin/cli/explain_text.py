@@ -8,15 +8,8 @@ from typing import TYPE_CHECKING, Any
 from rich.markup import escape
 from rich.table import Table
 
-from lakejoin.cli.explain_model import (
-    Absence,
-    BatchInfo,
-    Explanation,
-    InputRow,
-    changes_title,
-    shown_key,
-    shown_range,
-)
+from lakejoin.cli.explain_model import Explanation, changes_title, shown_range
+from lakejoin.spec.explained import Absence, BatchInfo, InputRow, shown_key
 
 if TYPE_CHECKING:
     from rich.console import Console

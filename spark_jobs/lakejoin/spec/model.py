@@ -53,6 +53,23 @@ class OnConflict(enum.Enum):
     LATEST = "latest"  # the master changed most recently wins; the conflict is reported
 
 
+class Resolution(enum.Enum):
+    """How a rekey resolves the masters claiming one derived key (`resolution`)."""
+
+    EVERY_CLAIM = "every claim"  # unique: false: one row per (derived key, master), no conflict
+    LATEST = "latest"  # the master changed last wins; a conflict is counted and noted
+    FAIL = "fail"  # a conflict stops the batch before it writes anything
+
+
+def resolution(unique: bool, on_conflict: OnConflict) -> Resolution:
+    """The resolution of a rekey declared `unique` with `on_conflict` (which only a unique rekey
+    reads). Only `LATEST` needs the versions of the masters' last changes; every resolution but
+    `EVERY_CLAIM` recomputes a derived key from all the masters claiming it."""
+    if not unique:
+        return Resolution.EVERY_CLAIM
+    return Resolution.LATEST if on_conflict is OnConflict.LATEST else Resolution.FAIL
+
+
 class OnDefinitionChange(enum.Enum):
     """What the next batch does when a view's definition changed since its last batch
     (spec/definition.py): a setting that changes its rows, an input's path or key, or the

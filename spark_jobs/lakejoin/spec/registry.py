@@ -2,10 +2,10 @@
 
 A new kind is: its definition in spec/model.py; its module spec/kinds/<kind>.py, with its
 parser, schema check, column lineage and `DECLARED` entry (its types: spec/kind.py); its logic
-module in views/; and one line here. Everything that dispatches on a view's kind reads it from
-`KINDS`: the spec parser, the schema checks, the `health:` limits, the batch engine
-(engine/kinds.py), the kinds' health measures and state tables (views/base.py) and the command
-line's labels.
+module in views/, with its `explain` reader; and one line here. Everything that dispatches on a
+view's kind reads it from `KINDS`: the spec parser, the schema checks, the `health:` limits, the
+batch engine (engine/kinds.py), the kinds' health measures and state tables (views/base.py),
+`lakejoin explain` (through engine/kinds.py) and the command line's labels.
 
 >>> KINDS[ViewKind.REKEY].logic
 'lakejoin.views.rekey:RekeyView'

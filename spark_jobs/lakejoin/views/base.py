@@ -13,7 +13,9 @@ the output and join health counts.
 kind's routes, the fan-out rule may choose a full recompute, the affected keys and their rows
 are read, then the kind gathers the other rows it needs (`gather`, or `gather_whole` for a full
 recompute) and recomputes them now and at the previous pins (`recompute`). A kind fills in
-those hooks; rekey, whose driving input is its own index, also its own `affected`.
+those hooks; rekey, whose driving input is its own index, also its own `affected`. A kind
+also explains one key of its view from its inputs at a batch's pins (`explain`, for
+`lakejoin explain`), with no Spark.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from lakejoin.delta.key_ranges import KeyRange
 from lakejoin.quality.validations import Validation
+from lakejoin.spec.explained import Ask, Reading
 from lakejoin.spec.model import PipelineSpec, Source, View
 from lakejoin.spec.registry import KINDS
 from lakejoin.views.context import STATE, Derivation
@@ -268,6 +271,13 @@ class ViewKindLogic(ABC, Generic[I]):
         against the input rows `rebuilt` holds (`held_rows`).
         Each validation's rows are at most one per row of `written` (the checks choose their
         engine by that count)."""
+
+    @abstractmethod
+    def explain(self, ask: Ask) -> Reading:
+        """What the view's inputs say of one key at a batch's pins (`lakejoin explain`): the
+        input rows that make its row, the keys whose changes lead to it, and why there is no
+        row (`ask.absent`) or which master a rekey kept. Read with delta-rs (views/explained.py),
+        never Spark: `lakejoin explain` needs no JVM."""
 
 
 def _counted(source: str, columns: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:

@@ -38,10 +38,12 @@ from typing import TYPE_CHECKING, Any
 from lakejoin.delta.change_feed import before_rows
 from lakejoin.quality import checks as quality
 from lakejoin.quality.validations import Validation
+from lakejoin.spec.explained import Ask, Reading, Role, why_not_joined
 from lakejoin.spec.kind_parts import carried_columns
 from lakejoin.spec.model import Dimension, EnrichMode, JoinHow, Key, PipelineSpec, Source, View
 from lakejoin.views.base import Gathered, Rebuilt, ViewKindLogic, held_rows
 from lakejoin.views.context import BatchContext
+from lakejoin.views.explained import driving, looked_up
 from lakejoin.views.fanout import fans_out
 from lakejoin.views.health_flags import flag
 from lakejoin.views.joins import Flags, JoinStrategy, SideRows, joined, previous_rows
@@ -271,3 +273,16 @@ class EnrichView(ViewKindLogic[EnrichRows]):
                 gx.expectations.ExpectColumnValuesToBeInSet(column=flag, value_set=[True]),
             ]
         return [Validation("changed_rows", rows, expectations)]
+
+    def explain(self, ask: Ask) -> Reading:
+        """The fact and each dimension's row. In lookup mode a dimension's change reaches no
+        enriched row (only a fact's change re-enriches it), so only the fact's feed is read."""
+        lookup = not self.propagate
+        inputs, feeds = driving(ask, self.fact, Role.FACT)
+        if inputs[0].row is not None:
+            for d in self.enrich.dimensions:
+                table, fk = self.table(d), tuple(inputs[0].row[c] for c in d.fk)
+                inputs.append(looked_up(ask, table, Role.DIMENSION, fk, how=d.how))
+                if not lookup:
+                    feeds.append((table, Role.DIMENSION, table.key, [fk]))
+        return Reading(inputs, feeds, why_not_joined(inputs, lookup=lookup) if ask.absent else None)

@@ -17,10 +17,12 @@ from typing import TYPE_CHECKING
 from lakejoin.delta.change_feed import before_rows
 from lakejoin.quality import checks as quality
 from lakejoin.quality.validations import Validation
+from lakejoin.spec.explained import Ask, Reading, Role, why_not_joined
 from lakejoin.spec.kind_parts import carried_columns
 from lakejoin.spec.model import FkJoin, JoinHow, Key, PipelineSpec, View
 from lakejoin.views.base import Gathered, Rebuilt, ViewKindLogic, held_rows
 from lakejoin.views.context import BatchContext
+from lakejoin.views.explained import driving, looked_up
 from lakejoin.views.fanout import fans_out
 from lakejoin.views.health_flags import flag
 from lakejoin.views.joins import Flags, SideRows, joined, previous_rows
@@ -165,3 +167,12 @@ class FkJoinView(ViewKindLogic[JoinRows]):
                 gx.expectations.ExpectColumnValuesToBeInSet(column=quality.FK_RESOLVED, value_set=[True]),
             ]
         return [Validation("changed_rows", rows, expectations)]
+
+    def explain(self, ask: Ask) -> Reading:
+        """The left row and the right row its fk names, at the batch's pins."""
+        inputs, feeds = driving(ask, self.left, Role.LEFT)
+        if inputs[0].row is not None:
+            fk = tuple(inputs[0].row[c] for c in self.join.fk)
+            inputs.append(looked_up(ask, self.right, Role.RIGHT, fk, how=self.join.how))
+            feeds.append((self.right, Role.RIGHT, self.right.key, [fk]))
+        return Reading(inputs, feeds, why_not_joined(inputs) if ask.absent else None)

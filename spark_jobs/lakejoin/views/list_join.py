@@ -35,10 +35,12 @@ from lakejoin.delta.key_ranges import materialised
 from lakejoin.delta.sql_text import spark_columns, spark_quoted
 from lakejoin.quality import checks as quality
 from lakejoin.quality.validations import Validation
+from lakejoin.spec.explained import Ask, InputRow, Reading, Role, list_elements, why_not_joined
 from lakejoin.spec.kind_parts import carried_columns
-from lakejoin.spec.model import Duplicates, Key, ListJoin, PipelineSpec, Source, View
+from lakejoin.spec.model import Duplicates, JoinHow, Key, ListJoin, PipelineSpec, Source, View
 from lakejoin.views.base import Gathered, Rebuilt, ViewKindLogic, held_rows
 from lakejoin.views.context import BatchContext
+from lakejoin.views.explained import driving, pin, read_rows
 from lakejoin.views.fanout import fans_out
 from lakejoin.views.health_flags import KEEP, flag
 from lakejoin.views.joins import matching, previous_rows
@@ -471,3 +473,31 @@ class ListJoinView(ViewKindLogic[ListRows]):
                 ],
             ),
         ]
+
+    def explain(self, ask: Ask) -> Reading:
+        """The left row and each element's right row (by its place in the list), at the
+        batch's pins."""
+        inputs, feeds = driving(ask, self.left, Role.LEFT)
+        if inputs[0].row is not None:
+            right, where = self.right, f"source '{self.right.name}'"
+            elements = list_elements(
+                inputs[0].row[self.join.list], right.key, drop=self.join.duplicates is Duplicates.DROP
+            )
+            wanted = list(dict.fromkeys(e for e in elements if e is not None and None not in e))
+            version = pin(ask.batch, right)
+            rows = read_rows(right.path, version, right.key, wanted, where) if wanted else []
+            found = {tuple(r[c] for c in right.key): r for r in rows}
+            inputs += [
+                InputRow(
+                    Role.ELEMENT,
+                    right.name,
+                    version,
+                    None if e is None or None in e else dict(zip(right.key, e, strict=True)),
+                    found.get(e) if e is not None else None,
+                    how=JoinHow.LEFT,
+                    position=i,
+                )
+                for i, e in enumerate(elements)
+            ]
+            feeds.append((right, Role.ELEMENT, right.key, wanted))
+        return Reading(inputs, feeds, why_not_joined(inputs) if ask.absent else None)

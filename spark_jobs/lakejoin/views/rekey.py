@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta import lookups
@@ -37,9 +36,21 @@ from lakejoin.errors import KeyConflictError
 from lakejoin.quality.validations import Validation
 from lakejoin.sink.choice import KEEP
 from lakejoin.sink.keyed_tables import schema_drift
-from lakejoin.spec.model import Key, OnConflict, PipelineSpec, View, quoted, shown
+from lakejoin.spec.explained import (
+    Ask,
+    Choice,
+    Feed,
+    InputRow,
+    Reading,
+    Role,
+    rekey_choice,
+    why_not_derived,
+)
+from lakejoin.spec.layout import state_path
+from lakejoin.spec.model import Key, PipelineSpec, Resolution, View, quoted, resolution, shown
 from lakejoin.views.base import Gathered, Rebuilt, ViewKindLogic, held_rows
 from lakejoin.views.context import STATE, BatchContext, shown_value
+from lakejoin.views.explained import looked_up, pin, read_rows
 from lakejoin.views.health_flags import KEEP as FLAG_KEEP
 from lakejoin.views.health_flags import flag
 from lakejoin.views.reads import Affected, Reach
@@ -50,23 +61,6 @@ if TYPE_CHECKING:
 
 SINCE = "_lj_version"  # the commit version of a master row's last change of content
 MASTER_RESOLVED = "_lj_master_resolved"
-
-
-class Resolution(Enum):
-    """How a rekey resolves the masters claiming one derived key (`resolution`)."""
-
-    EVERY_CLAIM = "every claim"  # unique: false: one row per (derived key, master), no conflict
-    LATEST = "latest"  # the master changed last wins; a conflict is counted and noted
-    FAIL = "fail"  # a conflict stops the batch before it writes anything
-
-
-def resolution(unique: bool, on_conflict: OnConflict) -> Resolution:
-    """The resolution of a rekey declared `unique` with `on_conflict` (which only a unique rekey
-    reads). Only `LATEST` needs the versions of the masters' last changes; every resolution but
-    `EVERY_CLAIM` recomputes a derived key from all the masters claiming it."""
-    if not unique:
-        return Resolution.EVERY_CLAIM
-    return Resolution.LATEST if on_conflict is OnConflict.LATEST else Resolution.FAIL
 
 
 def resolve(
@@ -144,6 +138,15 @@ class Claims(Affected):
     def new(self) -> DataFrame:
         """The changed masters' new claims (those with a derived key)."""
         return self.rows
+
+
+def _former_masters(ask: Ask, k: Key) -> list[tuple[Any, ...]]:
+    """The masters whose rows the output held under the explained derived key, newest first,
+    from the output's history of the key (its rows carry the master key)."""
+    if ask.history is None:
+        return []
+    rows = [r for r in reversed(ask.history) if all(c in r for c in k)]
+    return list(dict.fromkeys(tuple(r[c] for c in k) for r in rows))
 
 
 class RekeyView(ViewKindLogic["DataFrame"]):  # the rows: its claims
@@ -330,6 +333,58 @@ class RekeyView(ViewKindLogic["DataFrame"]):  # the rows: its claims
         return resolve(rows, v, k, unique=self.rekey.unique, flags=flags).select(
             *spark_columns([*self._claim_key, *self._columns(ctx.schemas), *flagged])
         )
+
+    def explain(self, ask: Ask) -> Reading:
+        """The master rows holding the derived key at the pin and the rule that kept one (or
+        all); for a key not in the view, the masters that held it (from the output's history of
+        the key, whose rows name their master)."""
+        master, v, k = self.master, self.rekey.key, self.master.key
+        derived, version = ask.values[: len(v)], pin(ask.batch, master)
+        claims = self._claims_at_pin(ask, derived)
+        if claims is None:  # no index to read: the master itself, by a column its files are not sorted by
+            rows = read_rows(master.path, version, v, [derived], f"source '{master.name}'")
+            claims = {tuple(r[c] for c in k): None for r in rows}
+        else:
+            masters = list(claims)
+            rows = read_rows(master.path, version, k, masters, f"source '{master.name}'") if masters else []
+            rows = [r for r in rows if tuple(r[c] for c in v) == derived]  # else the index drifted
+        if not self.rekey.unique:
+            rows = [r for r in rows if tuple(r[c] for c in k) == ask.values[len(v) :]]
+        holders = [InputRow(Role.MASTER, master.name, version, {c: r[c] for c in k}, r) for r in rows]
+        # A batch's changes by the derived key: the masters that came to hold it and those that left
+        # (`unique: false`: a row is its own master's alone, so by the master key as well).
+        feeds: list[Feed] = [(master, Role.MASTER, v, [derived])]
+        if not self.rekey.unique:
+            feeds = [(master, Role.MASTER, (*v, *k), [ask.values])]
+        if ask.absent:
+            former = _former_masters(ask, k) if self.rekey.unique else [ask.values[len(v) :]]
+            claimants = holders or [looked_up(ask, master, Role.MASTER, m) for m in former]
+            return Reading(claimants, feeds, why_not_derived(v, claimants, claimed=bool(holders)))
+        rule = self.resolution
+        found = [(h.key or {}, claims.get(tuple((h.key or {}).values()))) for h in holders]
+        chosen, text = rekey_choice(rule, found)
+        return Reading(
+            holders, feeds, choice=Choice(rule, chosen, found if rule is Resolution.LATEST else [], text)
+        )
+
+    def _claims_at_pin(self, ask: Ask, derived: tuple[Any, ...]) -> dict[tuple[Any, ...], int | None] | None:
+        """The master keys claiming `derived` and each one's commit version of its last change of
+        content, from the index at the batch's pin: a Delta table clustered by the derived key, so
+        the lookup reads the few files that hold it. None when there is no index at the pin or
+        delta-rs cannot read it."""
+        version = ask.batch.pinned_versions.get(STATE, -1)
+        path = state_path(self.spec, self.view)
+        k = self.master.key
+        if version < 0 or not lookups.literal_keys([derived]):
+            return None
+        try:
+            rows = lookups.read_keys(path, version, self.rekey.key, [derived], [*k, SINCE])
+        except Exception as exc:  # noqa: BLE001 - delta-rs: a version vacuumed, a log cleaned up
+            ask.notes.append(f"the rekey index {path} cannot be read at version {version} ({exc})")
+            return None
+        if rows is None:
+            return None
+        return {tuple(r[c] for c in k): int(r[SINCE]) for r in rows.to_pylist()}
 
     @staticmethod
     def _index_rows_on_driver(
