@@ -18,6 +18,7 @@ RUNNABLE = [
     "lakejoin.spec.model",
     "lakejoin.spec.parse",
     "lakejoin.spec.registry",
+    "lakejoin.spec.explained",
     "lakejoin.engine.kinds",
     "lakejoin.engine.repair",
     "lakejoin.airflow.submit_operator",
