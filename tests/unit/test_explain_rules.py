@@ -1,6 +1,6 @@
-"""`lakejoin explain`'s rules (spec/explained.py; the key parser in cli/explain_rules.py) as truth tables: a key from the command
-line, a list's elements, what a commit did to a key, why a key is not in a view, and which
-master a rekey kept. No table, no JVM."""
+"""`lakejoin explain`'s rules (spec/explained.py; the key parser in cli/explain_rules.py) as
+truth tables: a key from the command line, a list's elements, what a commit did to a key, why a
+key is not in a view, and which master a rekey kept. No table, no JVM."""
 
 from __future__ import annotations
 
