@@ -11,6 +11,7 @@ from lakejoin.errors import ConcurrentBatchError
 from lakejoin.sink.conflicts import batch_error, output_error
 from lakejoin.sink.entry import KeyedWrite
 from lakejoin.sink.entry import write as sink_write
+from lakejoin.sink.entry import write_state as write_state_table
 from lakejoin.sink.facts import SessionSettings, WriteFacts
 from lakejoin.sink.keyed_tables import drift_error, ensure_output, schema_drift
 from lakejoin.sink.merge_terms import MergeCounts
@@ -38,13 +39,15 @@ def write_state(ctx: BatchContext, kind: ViewKindLogic, rebuilt: Rebuilt) -> dic
     returned; return the version this batch's own commit made of each (what the next batch
     reads), never a version another run wrote.
 
-    Each write is stamped with the table's next txn version, so of two runs writing at once one
-    applies, and a retry after a crash always applies again; and with a marker of this run, by
-    which the batch finds its own commit. The kind's write makes the keys that commits after
-    the batch's state pin touched (a crashed run's, another run's at other pins) what they were
-    at the pin (`since`), so this batch's version is exact at its own pins whatever was written
-    on top. When another commit lands between the version the write started from and its own
-    (or Delta skipped it: another run took the txn version), the write is made again."""
+    The kind says what to write (its `write_state`), the sink's entry writes it
+    (sink/entry.write_state). Each write is stamped with the table's next txn version, so of two
+    runs writing at once one applies, and a retry after a crash always applies again; and with a
+    marker of this run, by which the batch finds its own commit. The kind's write makes the keys
+    that commits after the batch's state pin touched (a crashed run's, another run's at other
+    pins) what they were at the pin (`since`), so this batch's version is exact at its own pins
+    whatever was written on top. When another commit lands between the version the write
+    started from and its own (or Delta skipped it: another run took the txn version), the write
+    is made again."""
     from deltalake import DeltaTable
 
     tables = kind.state_tables(ctx.state_path)
@@ -65,9 +68,11 @@ def write_state(ctx: BatchContext, kind: ViewKindLogic, rebuilt: Rebuilt) -> dic
                 else []
             )
             marker = ctx.plan.marker(STATE_PART)
+            stamp = Stamp(app, max(written, default=0) + 1, marker.as_json())
             try:
-                with Stamp(app, max(written, default=0) + 1, marker.as_json()).spark(ctx.spark):
-                    kind.write_state(ctx, rebuilt, since=base)
+                for asked in kind.write_state(ctx, rebuilt, since=base):
+                    if asked.path == path:
+                        write_state_table(ctx.spark, asked, stamp)
             except Exception as exc:
                 concurrent = batch_error(exc, ctx.plan.batch_id, where=f"{where} ({path})")
                 if concurrent is None:
