@@ -3,20 +3,17 @@ last commit is the batch commit (delta/markers.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lakejoin.delta.markers import FINAL, OutputCommit, app_id, find_commit
 from lakejoin.errors import ConcurrentBatchError
 from lakejoin.sink.conflicts import batch_error, output_error
-from lakejoin.sink.entry import KeyedWrite
+from lakejoin.sink.entry import KeyedWrite, Written
 from lakejoin.sink.entry import write as sink_write
 from lakejoin.sink.entry import write_state as write_state_table
 from lakejoin.sink.facts import SessionSettings, WriteFacts
 from lakejoin.sink.keyed_tables import drift_error, ensure_output, schema_drift
-from lakejoin.sink.merge_terms import MergeCounts
 from lakejoin.sink.stamp import Stamp
-from lakejoin.sink.strategy import Strategy
 from lakejoin.spec.model import PipelineSpec, View
 
 if TYPE_CHECKING:
@@ -96,15 +93,6 @@ def write_state(ctx: BatchContext, kind: ViewKindLogic, rebuilt: Rebuilt) -> dic
     return versions
 
 
-@dataclass(frozen=True)
-class OutputWrite:
-    counts: MergeCounts
-    version: int
-    note: str | None = None
-    strategy: Strategy | None = None
-    tried: tuple[tuple[Strategy, str], ...] = ()
-
-
 def write_output(
     spark: SparkSession,
     spec: PipelineSpec,
@@ -117,12 +105,13 @@ def write_output(
     identities: Identities | None = None,
     held: HeldRows | None = None,
     settings: SessionSettings | None = None,
-) -> OutputWrite:
-    """Write the recomputed rows into the output through the sink's entry (sink/entry.py); its
-    last commit carries the batch, `pins` and which table each pin is of (`identities`, the
-    plan's when not given). `held`: the rows and the affected keys of a small batch on the
-    driver, which the driver's MERGE writes as they are. `settings`: the batch's write settings,
-    which its derivation read already (strategy.may_upsert)."""
+) -> Written:
+    """Write the recomputed rows into the output through the sink's entry (sink/entry.py) and
+    say what it did (its counts hold the batch commit's version). Its last commit carries the
+    batch, `pins` and which table each pin is of (`identities`, the plan's when not given).
+    `held`: the rows and the affected keys of a small batch on the driver, which the driver's
+    MERGE writes as they are. `settings`: the batch's write settings, which its derivation read
+    already (strategy.may_upsert)."""
     affected = rebuilt.affected
     where = f"view '{view.name}' output ({view.path})"
     ensure_output(spark, view.path, recomputed.schema)
@@ -152,9 +141,8 @@ def write_output(
         if concurrent is None or concurrent is exc:
             raise
         raise concurrent from exc
-    counts = written.counts
-    assert counts.version is not None
-    return OutputWrite(counts, counts.version, written.note, written.strategy, written.tried)
+    assert written.counts.version is not None
+    return written
 
 
 def write_flagged(update: FlaggedUpdate, spec: PipelineSpec, view: View, batch_id: int) -> int | None:
