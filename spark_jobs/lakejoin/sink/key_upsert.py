@@ -112,7 +112,7 @@ def upsert(
     if fault is not None:
         raise _mismatch(path, fault)
     if counts.change_rows == 0 and batch is None:
-        return MergeCounts(applied=False)  # a batch commit lands even empty; a state write need not
+        return MergeCounts(applied=False)  # a batch commit lands even empty; a write without one need not
     try:
         return _apply(target, frame, counts, old_keys, stamp, (began, time.monotonic()))
     except _DisagreesError as exc:
