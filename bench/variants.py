@@ -108,9 +108,12 @@ class Naive(Variant):
             run_view(spark, self.spec, view, full_refresh=True, checks=False)
 
     def run(self, spark: SparkSession) -> Run:
+        from pyspark.sql import functions as F
+
         from lakejoin.engine.batch import recompute_view
         from lakejoin.engine.kinds import view_logic
-        from lakejoin.sink.choice import merge_full
+        from lakejoin.sink.entry import StateWrite, write_state
+        from lakejoin.sink.merge_terms import KEEP
 
         watch, views = Stopwatch(), {}
         for view in self.spec.view_order():
@@ -119,7 +122,12 @@ class Naive(Variant):
                 rows = recompute_view(spark, self.spec, view)
                 keys = list(view_logic(self.spec, self.spec.views[view]).output_key)
             with watch.phase("merge"):
-                merge_full(spark, self.view_path(view), rows, keys)
+                # The whole recompute by the sink's MERGEs (its differences only), unstamped.
+                source = rows.withColumn(KEEP, F.lit(True))
+                asked = StateWrite(
+                    self.view_path(view), tuple(keys), tuple(rows.columns), source, True, rows.schema
+                )
+                write_state(spark, asked, None)
             views[view] = ViewRun(sum(watch.seconds.values()) - start)
         return Run(watch.seconds, views)
 

@@ -11,8 +11,10 @@ import pytest
 
 from lakejoin.delta import key_ranges
 from lakejoin.delta.key_ranges import KeyRange
-from lakejoin.sink.choice import KEEP, merge_by_key
+from lakejoin.sink.entry import StateWrite, write_state
 from lakejoin.sink.keyed_tables import ensure_keyed_table
+from lakejoin.sink.merge_terms import KEEP, MergeCounts
+from lakejoin.sink.stamp import Stamp
 
 pytestmark = pytest.mark.delta
 
@@ -47,6 +49,17 @@ def moved_away(file_uri: str, tmp_path: Path):
 
 def rows_by_key(spark, path: str) -> dict:
     return {r["id"]: r["v"] for r in spark.read.format("delta").load(path).collect()}
+
+
+def merge_by_key(
+    spark, path: str, source, key: list[str], columns: list[str], *, full: bool, stamp=None
+) -> MergeCounts:
+    """`source` (its `KEEP` false: the key deleted) written as a state table's rows are, by the
+    sink's entry (sink/entry.write_state), stamped with `stamp` when given."""
+    schema = source.drop(KEEP).schema
+    return write_state(
+        spark, StateWrite(path, tuple(key), tuple(columns), source, full, schema), stamp
+    ).counts
 
 
 def filled(spark, tmp_path: Path, monkeypatch) -> str:
@@ -132,19 +145,18 @@ def test_a_full_write_changes_only_the_rows_that_differ(spark, tmp_path, monkeyp
 def test_a_write_without_a_batch_commit_is_one_merge_and_applies_once(spark, tmp_path, monkeypatch):
     """A write without a batch commit (a state table) is one MERGE whatever its size: a kept
     state costs one commit a batch (issue 23), so no crash can fall between two of its commits.
-    Repeated inside the same `idempotent` block, it finds nothing to write and commits nothing."""
+    Repeated with the same stamp, it finds nothing to write and commits nothing."""
     from deltalake import DeltaTable
 
-    from lakejoin.delta.markers import idempotent
     from lakejoin.delta.sources import latest_version
 
     path = filled(spark, tmp_path, monkeypatch)
     before = latest_version(spark, path, role=path)
 
-    with idempotent(spark, "test.full", 7):
-        first = merge_by_key(spark, path, full_rewrite(spark), ["id"], ["id", "v"], full=True)
-        written = latest_version(spark, path, role=path)
-        again = merge_by_key(spark, path, full_rewrite(spark), ["id"], ["id", "v"], full=True)
+    stamp = Stamp("test.full", 7)
+    first = merge_by_key(spark, path, full_rewrite(spark), ["id"], ["id", "v"], full=True, stamp=stamp)
+    written = latest_version(spark, path, role=path)
+    again = merge_by_key(spark, path, full_rewrite(spark), ["id"], ["id", "v"], full=True, stamp=stamp)
 
     assert written == before + 1
     assert DeltaTable(path).history(1)[0]["operation"] == "MERGE"

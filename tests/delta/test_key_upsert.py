@@ -95,10 +95,10 @@ def feed_rows(spark, path: str, version: int) -> Counter:
     return Counter(_row(r) for r in feed.select(*COLUMNS, "_change_type").collect())
 
 
-def upsert(spark, path: str, before: dict, after: dict, **kwargs):
+def upsert(spark, path: str, before: dict, after: dict, stamp=None, **kwargs):
     from lakejoin.sink.key_upsert import upsert as write
 
-    return write(spark, path, change_rows(spark, before, after), ["id"], COLUMNS, None, **kwargs)
+    return write(spark, path, change_rows(spark, before, after), ["id"], COLUMNS, stamp, **kwargs)
 
 
 def version(path: str) -> int:
@@ -313,17 +313,17 @@ def test_a_commit_during_the_upsert_makes_it_fail_cleanly(spark, tmp_path, monke
 
 
 def test_one_batch_commits_once(spark, tmp_path):
-    """Inside lakejoin's `idempotent` block the commit carries the block's (app, version): a
-    second run of the same write finds it committed and writes nothing."""
-    from lakejoin.delta.markers import idempotent
+    """The commit carries its stamp's (app, version): a second run of the same write finds it
+    committed and writes nothing."""
+    from lakejoin.sink.stamp import Stamp
 
     path = str(tmp_path / "out")
     before = {k: ("a", 1.0, []) for k in range(5)}
     create(spark, path, before)
     after = {**before, 9: ("b", 1.0, [])}
-    with idempotent(spark, "lakejoin.test.state", 4):
-        first = upsert(spark, path, before, after)
-        again = upsert(spark, path, before, after)
+    stamp = Stamp("lakejoin.test.state", 4)
+    first = upsert(spark, path, before, after, stamp)
+    again = upsert(spark, path, before, after, stamp)
     assert first is not None and first.applied and first.inserted == 1
     assert again is not None and not again.applied
     assert version(path) == 2

@@ -1,7 +1,7 @@
 """The choice of a batch's keyed write (sink/strategy.py): the rows of the truth table of
-issue 53's sink plan (§4) that `choice.merge_by_key` reaches, over stand-in facts that record
-which fact was asked, in what order (settings before the table's log, each only when a branch needs
-it)."""
+issue 53's sink plan (§4) that `strategy.choose` reaches (sink/entry.py's MERGEs), over stand-in
+facts that record which fact was asked, in what order (settings before the table's log, each only
+when a branch needs it)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""How a write is stamped (sink/stamp.py): the batch commit's stamp from its marker, a state
-table's from the `idempotent` block the session is in, and a block that stamps the session's
-Spark writes and gives the session back its own stamp after. A dict stands in for the conf."""
+"""How a write is stamped (sink/stamp.py): the batch commit's stamp from its marker, and a block
+that stamps the session's Spark writes and gives the session back its own stamp after. A dict
+stands in for the conf."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from lakejoin.delta.markers import (
     USER_METADATA,
     BatchMarker,
     OutputCommit,
-    idempotent,
 )
 from lakejoin.delta.records import BatchMode
 from lakejoin.sink.stamp import Stamp
@@ -52,15 +51,6 @@ def test_a_batch_commits_stamp_is_its_txn_and_its_marker():
 
     assert stamp.txn == ("app", MARK.txn_version)
     assert stamp.user_metadata == MARK.as_json() and stamp.commit is commit
-
-
-def test_a_state_tables_stamp_is_the_sessions_idempotent_block():
-    spark = _spark()
-    assert Stamp.session(spark) is None  # type: ignore[arg-type]
-
-    with idempotent(spark, "app.state", 5):  # type: ignore[arg-type]
-        spark.conf.set(USER_METADATA, "{}")
-        assert Stamp.session(spark) == Stamp("app.state", 5, "{}")  # type: ignore[arg-type]
 
 
 def test_a_stamped_block_gives_the_session_its_own_stamp_back():

@@ -41,7 +41,7 @@ from lakejoin.engine.health import (
 from lakejoin.engine.kinds import view_logic
 from lakejoin.engine.lineage import BatchLineage
 from lakejoin.engine.plan import input_columns, latest_pin, plan_batch, plan_repair
-from lakejoin.engine.write import OutputWrite, write_flagged, write_output, write_state
+from lakejoin.engine.write import write_flagged, write_output, write_state
 from lakejoin.errors import (
     BatchStateError,
     CommittedElsewhereError,
@@ -55,6 +55,7 @@ from lakejoin.quality.health import Health, breaches
 from lakejoin.quality.health_checks import validation as health_validation
 from lakejoin.quality.validations import Validation
 from lakejoin.sink.choice import HeldRows
+from lakejoin.sink.entry import Written
 from lakejoin.sink.facts import SessionSettings
 from lakejoin.sink.strategy import may_upsert, write_note
 from lakejoin.spec.definition import fingerprint
@@ -275,11 +276,13 @@ class Counted:
 @dataclass(frozen=True)
 class Committed:
     """Step 6: the pins the batch committed (its state tables' and flagged keys' included),
-    which table each is of, and what the output write did."""
+    which table each is of, what the output write did (`output`) and the version of its batch
+    commit (`output_version`)."""
 
     pins: dict[str, int]
     identities: Identities
-    output: OutputWrite
+    output: Written
+    output_version: int
 
 
 def _run_planned(
@@ -337,7 +340,7 @@ def _run_planned(
     audited = None
     if plan.audit_slice is not None and checks:
         clock.enter(Phase.AUDIT)
-        audited = audit_batch(ctx, kind, committed.output.version)
+        audited = audit_batch(ctx, kind, committed.output_version)
         summary.kind_metrics.update(audited.metrics)
         summary.notes["audit"] = audited.note
     # 7. log: an index of the committed batch, for people and the Airflow skip check
@@ -517,13 +520,14 @@ def write(
         settings,
     )
     failpoint("after_output_commit")
-    return Committed(pins, identities, output)
+    assert output.counts.version is not None
+    return Committed(pins, identities, output, output.counts.version)
 
 
 def _take_write(summary: BatchSummary, derived: Derived, committed: Committed) -> None:
     counts = committed.output.counts
     summary.identities, summary.pinned_versions = committed.identities, committed.pins
-    summary.output_version = committed.output.version
+    summary.output_version = committed.output_version
     # The write's source holds one row per affected key: it counted them in its own job.
     summary.affected_keys = counts.keys if derived.rebuilt.affected is not None else summary.recomputed_rows
     summary.inserted, summary.updated, summary.deleted = counts.inserted, counts.updated, counts.deleted
@@ -531,12 +535,11 @@ def _take_write(summary: BatchSummary, derived: Derived, committed: Committed) -
     if committed.output.note:
         summary.notes["output"] = committed.output.note
     written = committed.output
-    if written.strategy is not None:
-        summary.write = written.strategy.value
-        # The strategy is a column of the summary and the log; a note says only that one gave
-        # the batch up first (why is in the "output" note).
-        if written.tried:
-            summary.notes["write"] = write_note(written.strategy, written.tried)
+    summary.write = written.strategy.value
+    # The strategy is a column of the summary and the log; a note says only that one gave the
+    # batch up first (why is in the "output" note).
+    if written.tried:
+        summary.notes["write"] = write_note(written.strategy, written.tried)
 
 
 @dataclass(frozen=True)

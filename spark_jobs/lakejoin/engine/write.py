@@ -3,19 +3,17 @@ last commit is the batch commit (delta/markers.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lakejoin.delta.markers import FINAL, OutputCommit, app_id, find_commit
 from lakejoin.errors import ConcurrentBatchError
 from lakejoin.sink.conflicts import batch_error, output_error
-from lakejoin.sink.entry import KeyedWrite
+from lakejoin.sink.entry import KeyedWrite, Written
 from lakejoin.sink.entry import write as sink_write
+from lakejoin.sink.entry import write_state as write_state_table
 from lakejoin.sink.facts import SessionSettings, WriteFacts
 from lakejoin.sink.keyed_tables import drift_error, ensure_output, schema_drift
-from lakejoin.sink.merge_terms import MergeCounts
 from lakejoin.sink.stamp import Stamp
-from lakejoin.sink.strategy import Strategy
 from lakejoin.spec.model import PipelineSpec, View
 
 if TYPE_CHECKING:
@@ -38,13 +36,15 @@ def write_state(ctx: BatchContext, kind: ViewKindLogic, rebuilt: Rebuilt) -> dic
     returned; return the version this batch's own commit made of each (what the next batch
     reads), never a version another run wrote.
 
-    Each write is stamped with the table's next txn version, so of two runs writing at once one
-    applies, and a retry after a crash always applies again; and with a marker of this run, by
-    which the batch finds its own commit. The kind's write makes the keys that commits after
-    the batch's state pin touched (a crashed run's, another run's at other pins) what they were
-    at the pin (`since`), so this batch's version is exact at its own pins whatever was written
-    on top. When another commit lands between the version the write started from and its own
-    (or Delta skipped it: another run took the txn version), the write is made again."""
+    The kind says what to write (its `write_state`), the sink's entry writes it
+    (sink/entry.write_state). Each write is stamped with the table's next txn version, so of two
+    runs writing at once one applies, and a retry after a crash always applies again; and with a
+    marker of this run, by which the batch finds its own commit. The kind's write makes the keys
+    that commits after the batch's state pin touched (a crashed run's, another run's at other
+    pins) what they were at the pin (`since`), so this batch's version is exact at its own pins
+    whatever was written on top. When another commit lands between the version the write
+    started from and its own (or Delta skipped it: another run took the txn version), the write
+    is made again."""
     from deltalake import DeltaTable
 
     tables = kind.state_tables(ctx.state_path)
@@ -65,9 +65,11 @@ def write_state(ctx: BatchContext, kind: ViewKindLogic, rebuilt: Rebuilt) -> dic
                 else []
             )
             marker = ctx.plan.marker(STATE_PART)
+            stamp = Stamp(app, max(written, default=0) + 1, marker.as_json())
             try:
-                with Stamp(app, max(written, default=0) + 1, marker.as_json()).spark(ctx.spark):
-                    kind.write_state(ctx, rebuilt, since=base)
+                for asked in kind.write_state(ctx, rebuilt, since=base):
+                    if asked.path == path:
+                        write_state_table(ctx.spark, asked, stamp)
             except Exception as exc:
                 concurrent = batch_error(exc, ctx.plan.batch_id, where=f"{where} ({path})")
                 if concurrent is None:
@@ -91,15 +93,6 @@ def write_state(ctx: BatchContext, kind: ViewKindLogic, rebuilt: Rebuilt) -> dic
     return versions
 
 
-@dataclass(frozen=True)
-class OutputWrite:
-    counts: MergeCounts
-    version: int
-    note: str | None = None
-    strategy: Strategy | None = None
-    tried: tuple[tuple[Strategy, str], ...] = ()
-
-
 def write_output(
     spark: SparkSession,
     spec: PipelineSpec,
@@ -112,12 +105,13 @@ def write_output(
     identities: Identities | None = None,
     held: HeldRows | None = None,
     settings: SessionSettings | None = None,
-) -> OutputWrite:
-    """Write the recomputed rows into the output through the sink's entry (sink/entry.py); its
-    last commit carries the batch, `pins` and which table each pin is of (`identities`, the
-    plan's when not given). `held`: the rows and the affected keys of a small batch on the
-    driver, which the driver's MERGE writes as they are. `settings`: the batch's write settings,
-    which its derivation read already (strategy.may_upsert)."""
+) -> Written:
+    """Write the recomputed rows into the output through the sink's entry (sink/entry.py) and
+    say what it did (its counts hold the batch commit's version). Its last commit carries the
+    batch, `pins` and which table each pin is of (`identities`, the plan's when not given).
+    `held`: the rows and the affected keys of a small batch on the driver, which the driver's
+    MERGE writes as they are. `settings`: the batch's write settings, which its derivation read
+    already (strategy.may_upsert)."""
     affected = rebuilt.affected
     where = f"view '{view.name}' output ({view.path})"
     ensure_output(spark, view.path, recomputed.schema)
@@ -147,9 +141,8 @@ def write_output(
         if concurrent is None or concurrent is exc:
             raise
         raise concurrent from exc
-    counts = written.counts
-    assert counts.version is not None
-    return OutputWrite(counts, counts.version, written.note, written.strategy, written.tried)
+    assert written.counts.version is not None
+    return written
 
 
 def write_flagged(update: FlaggedUpdate, spec: PipelineSpec, view: View, batch_id: int) -> int | None:

@@ -4,8 +4,8 @@ spurious change rows): new rows inserted, changed ones updated, gone ones delete
 The table rewritten (`replace_output`, `fill`), the change rows the one-commit upsert takes
 (`change_rows`, key_upsert.py), a MERGE of the keyed rows (`merge_keyed`: the driver's,
 driver_merge.py, no Spark job, or Delta's public MERGE, spark_merge.py). sink/entry.py chooses
-among them for a view's output (strategy.choose_output); `merge_by_key` chooses a MERGE by
-strategy.choose alone, for the state tables a view keeps. The tables it writes are created by
+among them for a view's output (strategy.choose_output) and for a state table a view keeps
+(strategy.choose: `write_state`). The tables it writes are created by
 keyed_tables.py, and an output write's counts come from output_counts.py."""
 
 from __future__ import annotations
@@ -16,15 +16,14 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta.key_ranges import Keys, materialised, write_laid_out
-from lakejoin.delta.markers import OutputCommit, operation_metrics
+from lakejoin.delta.markers import operation_metrics
 from lakejoin.delta.sql_text import spark_column, spark_columns
 from lakejoin.sink import driver_merge
-from lakejoin.sink.facts import WriteFacts
 from lakejoin.sink.merge_terms import KEEP, MergeCounts, same_key, values_differ
 from lakejoin.sink.output_counts import final_counts
 from lakejoin.sink.spark_merge import merge_on_spark
 from lakejoin.sink.stamp import Stamp
-from lakejoin.sink.strategy import SinkFacts, Strategy, Target, choose, lists_keys
+from lakejoin.sink.strategy import SinkFacts, Strategy, lists_keys
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -34,17 +33,18 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def replace_output(path: str, recomputed: DataFrame, commit: OutputCommit | None = None) -> MergeCounts:
-    """Rewrite the whole output with a new schema (the declared policy for a schema change
-    under a full refresh: downstream readers see every row deleted and inserted once)."""
-    spark = recomputed.sparkSession
-    writer = recomputed.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
-    if commit is None:
+def replace_output(path: str, rows: DataFrame, stamp: Stamp | None) -> MergeCounts:
+    """Rewrite the whole table with a new schema, stamped with `stamp` (the declared policy for
+    a schema change under a full refresh: downstream readers see every row deleted and inserted
+    once). An output's counts come from its batch commit (output_counts.py)."""
+    spark = rows.sparkSession
+    writer = rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+    if stamp is None:
         writer.save(path)
-        return MergeCounts(inserted=recomputed.count())
-    with Stamp.batch(commit).spark(spark):
+        return MergeCounts()
+    with stamp.spark(spark):
         writer.save(path)
-    return final_counts(path, commit, MergeCounts())
+    return final_counts(path, stamp.commit, MergeCounts()) if stamp.commit is not None else MergeCounts()
 
 
 @dataclass(frozen=True)
@@ -96,75 +96,6 @@ def change_rows(new: DataFrame, old: DataFrame, key: Sequence[str]) -> DataFrame
         )
     )
     return joined.select(F.explode(kinds).alias(changes)).select(f"{changes}.*")
-
-
-def merge_full(
-    spark: SparkSession,
-    path: str,
-    recomputed: DataFrame,
-    key: Sequence[str],
-    commit: OutputCommit | None = None,
-) -> MergeCounts:
-    """Make the table hold exactly a full recompute, as the MERGEs write it (`merge_by_key`,
-    its differences only: rows missing from it are deleted, unchanged rows left alone). A
-    view's batch writes its full refresh through sink/entry.py, whose choice may take the
-    one-commit upsert instead."""
-    from pyspark.sql import functions as F
-
-    source = recomputed.withColumn(KEEP, F.lit(True))
-    return merge_by_key(spark, path, source, key, recomputed.columns, full=True, commit=commit)
-
-
-def merge_by_key(
-    spark: SparkSession,
-    path: str,
-    source: DataFrame,
-    key: Sequence[str],
-    columns: Sequence[str],
-    *,
-    full: bool,
-    commit: OutputCommit | None = None,
-    known: Keys | None = None,
-    rows: Any = None,
-    facts: WriteFacts | None = None,
-) -> MergeCounts:
-    """Make the table's rows under the keys of `source` what `source` says. A source row whose
-    boolean `KEEP` column is false deletes its key; the others insert, or update a row whose
-    `columns` differ (an unchanged row is not rewritten, so it yields no change rows). With
-    `full`, every key absent from `source` is deleted too. One commit, by the driver's MERGE or
-    Spark's (strategy.py).
-
-    With `commit` (a view's output), the commit is the batch commit (see delta/markers.py).
-    Without it (a state table), inside `markers.idempotent` it applies once per (app, version).
-
-    `known` (not with `full`): the keys of `source`, one row each, as `key_ranges.materialised`
-    gave them (frame, count, range), so they are not counted again. `rows`: `source` on the
-    driver already (a pyarrow Table, `columns` and `KEEP`), which the driver's MERGE takes as it is.
-    `facts`: the write's, when its caller gathered them already (sink/facts.py).
-
-    >>> rows = rows.withColumn(KEEP, F.lit(True))                             # doctest: +SKIP
-    >>> merge_by_key(spark, path, rows, ["id"], rows.columns[:-1], full=False)  # doctest: +SKIP
-    MergeCounts(inserted=2, updated=1, deleted=0, applied=True)
-    """
-    from pyspark.sql import functions as F
-
-    facts = facts or WriteFacts.of(spark, path, source)
-    # A state table's write runs inside engine/write.py's `idempotent` block: its stamp.
-    stamp = Stamp.batch(commit) if commit is not None else Stamp.session(spark)
-    if full and facts.settings.key_ranges and _empty(facts):
-        return fill(spark, path, source.where(F.col(KEEP)).select(*spark_columns(columns)), key, stamp)
-    keyed = keyed_source(spark, path, source, key, columns, full=full, known=known)
-    target = Target.STATE if commit is None else Target.OUTPUT
-    batch = SinkFacts(target, full=full, keys=keyed.keys, settings=facts.settings, table=facts.table)
-    chosen = choose(batch)
-    if chosen is Strategy.DRIVER_MERGE:
-        try:
-            return merge_keyed(chosen, spark, path, keyed, batch, key, columns, stamp, rows=rows)
-        except driver_merge.DriverMergeFailedError as exc:  # nothing committed: Spark's MERGE writes it
-            told_driver_failed(path, exc)
-            batch = replace(batch, driver_failed=True)
-            chosen = choose(batch)
-    return merge_keyed(chosen, spark, path, keyed, batch, key, columns, stamp, rows=rows)
 
 
 @dataclass(frozen=True)
@@ -334,11 +265,6 @@ def fill(
     if last["version"] == before:
         return MergeCounts(applied=False)
     return MergeCounts(inserted=operation_metrics(last).get("numOutputRows", 0))
-
-
-def _empty(facts: WriteFacts) -> bool:
-    """Whether the table holds no data file (created, never written)."""
-    return facts.table.files == 0
 
 
 def _version(path: str) -> int:

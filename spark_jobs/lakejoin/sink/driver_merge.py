@@ -60,9 +60,10 @@ ENABLED = "spark.lakejoin.write.driverMerge"
 
 # Up to how many keys a batch is written from the driver, and up to how many rows the table
 # may hold then. delta-rs writes no deletion vectors: it rewrites every file a key falls in,
-# which for random keys is the whole table. Measured at 1.5 M rows (bench.write_paths, session
-# 31, change feed on): 1,481 keys 2.8 s against Spark's split write 13.9 s; 15,137 keys 3.3 s
-# against 13.6 s (48 s while every key was listed in the condition: an OR of 15 k terms a row).
+# which for random keys is the whole table. Measured at 1.5 M rows (session 31, change feed on;
+# the retired bench.write_paths, docs/bench/studies.md): 1,481 keys 2.8 s against Spark's split
+# write 13.9 s; 15,137 keys 3.3 s against 13.6 s (48 s while every key was listed in the
+# condition: an OR of 15 k terms a row).
 # Larger tables are not measured yet: they keep Spark's write, which rewrites no unchanged row.
 MAX_KEYS = "spark.lakejoin.write.driverMergeMaxKeys"
 MAX_KEYS_DEFAULT = 20_000
@@ -193,7 +194,7 @@ def merge_on_driver(
     rows: pa.Table | None = None,
 ) -> tuple[int, int, int, bool]:
     """Make the table's rows under the keys of `source` what `source` says (see
-    `choice.merge_by_key`: `KEEP` false deletes, an unchanged row is left alone), in one delta-rs
+    `choice.merge_keyed`: `KEEP` false deletes, an unchanged row is left alone), in one delta-rs
     commit stamped with `txn` and `user_metadata`. With `listed` (key ranges on) the MERGE
     condition lists the keys' first column, so delta-rs reads only the files that hold them.
     Returns (inserted, updated, deleted, applied); not applied when the table already holds

@@ -6,6 +6,10 @@ its rows not the batch's old rows; delta-rs failed inside the driver's MERGE), c
 with what it learnt. Each re-choice rules one strategy out, so a batch is tried at most three
 ways; a conflict or any other error is raised as it is (sink/conflicts.py maps it).
 
+A state table a view keeps enters here too (`write_state`, with the `StateWrite` the view kind
+returns): rewritten for a schema change under a full refresh, filled when it holds no data file,
+else a MERGE by `strategy.choose` (none when no key changed), stamped with the state's Stamp.
+
 >>> written = write(spark, KeyedWrite(path, ("id",), recomputed, affected, commit))  # doctest: +SKIP
 >>> written.strategy, written.note                                                    # doctest: +SKIP
 (<Strategy.UPSERT: 'upsert'>, None)
@@ -31,12 +35,14 @@ from lakejoin.sink.choice import (
     told_driver_failed,
 )
 from lakejoin.sink.facts import WriteFacts
+from lakejoin.sink.keyed_tables import ensure_keyed_table, schema_drift
 from lakejoin.sink.merge_terms import KEEP, PRESENT, MergeCounts
 from lakejoin.sink.stamp import Stamp
-from lakejoin.sink.strategy import OutputFacts, SinkFacts, Strategy, Target, choose_output
+from lakejoin.sink.strategy import OutputFacts, SinkFacts, Strategy, Target, choose, choose_output
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
     from lakejoin.delta.key_ranges import KeyRange
 
@@ -76,6 +82,25 @@ class Written:
     tried: tuple[tuple[Strategy, str], ...] = ()
 
 
+@dataclass(frozen=True)
+class StateWrite:
+    """What a batch asks of the sink for a state table a view keeps at `path` (keyed by `key`,
+    of `schema`): make the rows of the keys in `rows` what it says (its boolean `KEEP` column
+    false: the key is deleted; `columns` compared, so an unchanged row is not rewritten) and,
+    with `full`, delete every key not in it. The view kind builds it (views/base.write_state);
+    engine/write.py stamps and writes it, once per attempt.
+
+    >>> StateWrite(path, ("id",), ("id", "v"), rows.withColumn(KEEP, keep), False, schema)  # doctest: +SKIP
+    """
+
+    path: str
+    key: tuple[str, ...]
+    columns: tuple[str, ...]
+    rows: DataFrame
+    full: bool
+    schema: StructType
+
+
 class DeclinedError(Exception):
     """A write gave the batch up before committing anything (`why`; `note`, what the batch's
     summary says of it), so another strategy writes it."""
@@ -111,6 +136,45 @@ def write(spark: SparkSession, w: KeyedWrite, facts: WriteFacts | None = None) -
         table=facts.table,
     )
     return written(told, _Applied(spark, w, facts))
+
+
+def write_state(spark: SparkSession, w: StateWrite, stamp: Stamp | None) -> Written:
+    """Write `w` into its state table, created first when missing, stamped with `stamp` (its
+    txn and marker; None: unstamped, as a benchmark's or a test's table is): the table
+    overwritten when a full write finds its schema changed (a definition change refreshes the
+    view in full), filled laid out by key when it holds no data file, else the MERGE `choose`
+    picks (NO_COMMIT when no key differs), Spark's when the driver's fails before its commit."""
+    from pyspark.sql import functions as F
+
+    if stamp is None:
+        ensure_keyed_table(spark, w.path, w.schema)
+    else:
+        with stamp.spark(spark):  # created inside the state's stamp, as it always was
+            ensure_keyed_table(spark, w.path, w.schema)
+    if w.full:
+        drift = schema_drift(spark, w.path, w.schema)
+        if drift:  # the index rebuilt whole, in one commit
+            counts = replace_output(w.path, w.rows.drop(KEEP), stamp)
+            return Written(Strategy.REWRITE, counts, f"rewritten for a schema change: {drift}")
+    facts = WriteFacts.of(spark, w.path, w.rows)
+    if w.full and facts.settings.key_ranges and facts.table.files == 0:
+        rows = w.rows.where(F.col(KEEP)).select(*spark_columns(w.columns))
+        return Written(Strategy.REWRITE, fill(spark, w.path, rows, w.key, stamp))
+    keyed = keyed_source(spark, w.path, w.rows, w.key, w.columns, full=w.full)
+    batch = SinkFacts(Target.STATE, full=w.full, keys=keyed.keys, settings=facts.settings, table=facts.table)
+    chosen = choose(batch)
+    tried: tuple[tuple[Strategy, str], ...] = ()
+    if chosen is Strategy.DRIVER_MERGE:
+        try:
+            counts = merge_keyed(chosen, spark, w.path, keyed, batch, w.key, w.columns, stamp)
+            return Written(chosen, counts)
+        except driver_merge.DriverMergeFailedError as exc:  # nothing committed: Spark's MERGE writes it
+            told_driver_failed(w.path, exc)
+            batch, tried = replace(batch, driver_failed=True), ((chosen, str(exc)),)
+            chosen = choose(batch)
+    return Written(
+        chosen, merge_keyed(chosen, spark, w.path, keyed, batch, w.key, w.columns, stamp), tried=tried
+    )
 
 
 def written(told: OutputFacts, writers: Writers) -> Written:
@@ -163,10 +227,10 @@ class _Applied:
         stamp = Stamp.batch(commit)
         if strategy is Strategy.REWRITE:
             if _rewritten(facts, strategy) is not None:  # overwritten with the recompute's schema
-                return replace_output(w.path, w.recomputed, commit)
+                return replace_output(w.path, w.recomputed, stamp)
             return fill(self.spark, w.path, w.recomputed, w.key, stamp)  # laid out by key
         if strategy is Strategy.UPSERT:
-            return self._upsert(commit, stamp)
+            return self._upsert(stamp)
         batch = SinkFacts(
             Target.OUTPUT,
             facts.full,
@@ -192,7 +256,7 @@ class _Applied:
             told_driver_failed(w.path, exc)
             raise DeclinedError(str(exc)) from exc
 
-    def _upsert(self, commit: OutputCommit, stamp: Stamp) -> MergeCounts:
+    def _upsert(self, stamp: Stamp) -> MergeCounts:
         """The batch as change rows against the output's old rows of its keys: those the view
         kind derived at the previous pins, else the output's own (read as a MERGE would read
         them: a repair, enrich's `lookup` mode), or, for a full write, the whole table's."""
@@ -208,9 +272,7 @@ class _Applied:
             old = held.select(*spark_columns(columns))
         changes = change_rows(w.recomputed, old, w.key)
         declined: list[str] = []
-        counts = key_upsert.upsert(
-            self.spark, w.path, changes, w.key, columns, commit, note=declined.append, stamp=stamp
-        )
+        counts = key_upsert.upsert(self.spark, w.path, changes, w.key, columns, stamp, note=declined.append)
         if counts is None:
             why = declined[0] if declined else None
             raise DeclinedError(why or "the one-commit upsert declined", why)

@@ -18,7 +18,7 @@ A Delta of other classes, or a table with a feature it does not handle (row trac
 mapping, partitions, no deletion vectors: key_upsert_rules.py), makes `upsert` return None: the
 caller writes the batch with the public MERGE and says why, once, in its notes.
 
->>> counts = upsert(spark, path, changes, ["order_id"], columns, commit)   # doctest: +SKIP
+>>> counts = upsert(spark, path, changes, ["order_id"], columns, Stamp.batch(commit))  # doctest: +SKIP
 >>> counts                                                                 # doctest: +SKIP
 MergeCounts(inserted=15, updated=70, deleted=15, applied=True, version=42, keys=0)
 """
@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta.key_ranges import write_partitions
-from lakejoin.delta.markers import OutputCommit, failpoint
+from lakejoin.delta.markers import failpoint
 from lakejoin.delta.sql_text import spark_column, spark_columns
 from lakejoin.errors import BatchStateError
 from lakejoin.sink.key_upsert_jvm import ConcurrentCommitError, Target, conflict, open_target
@@ -82,16 +82,15 @@ def upsert(
     changes: DataFrame,
     key: Sequence[str],
     columns: Sequence[str],
-    commit: OutputCommit | None,
+    stamp: Stamp | None,
     *,
     note: Callable[[str], None] | None = None,
-    stamp: Stamp | None = None,
 ) -> MergeCounts | None:
     """Apply `changes` to the table at `path` in one commit. `changes` holds `columns` and
     `_change_type` for each key whose row changed: an insert, an update's pre- and post-image,
     or a delete; the pre-images and deletes hold the table's current rows of their keys. The
-    commit carries `stamp` (sink/stamp.py); without one, with `commit` it is the batch commit
-    (delta/markers.py), else it carries the txn of the `idempotent` block the session is in.
+    commit carries `stamp` (sink/stamp.py): an output's is the batch commit (delta/markers.py),
+    checked after it; None (a test's table) commits with no txn.
 
     None, after `note(why)`: Delta or the table is not one this write handles, or the table
     does not hold one row for each key `changes` updates or deletes, or holds a key it
@@ -103,8 +102,6 @@ def upsert(
     if target is None:
         _decline(path, str(why), note)
         return None
-    if stamp is None:
-        stamp = Stamp.batch(commit) if commit is not None else Stamp.session(spark)
     batch = stamp.commit if stamp is not None else None
     if stamp is not None and target.txn.txnVersion(stamp.app) >= stamp.txn_version:
         # Delta would apply the commit a second time: another run committed this batch first.
@@ -115,7 +112,7 @@ def upsert(
     if fault is not None:
         raise _mismatch(path, fault)
     if counts.change_rows == 0 and batch is None:
-        return MergeCounts(applied=False)  # a batch commit lands even empty; a state write need not
+        return MergeCounts(applied=False)  # a batch commit lands even empty; a write without one need not
     try:
         return _apply(target, frame, counts, old_keys, stamp, (began, time.monotonic()))
     except _DisagreesError as exc:

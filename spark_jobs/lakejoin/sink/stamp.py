@@ -1,9 +1,8 @@
 """What a write's commit carries, handed to every writer explicitly: the txn (`app`,
 `txn_version`), by which Delta and delta-rs apply it at most once per table, and the batch's
 marker in commitInfo's `userMetadata` (delta/markers.py). An output's stamp is its batch commit
-(`Stamp.batch`), whose commit check output_counts.py makes; a state table's is the `idempotent`
-block engine/write.py's write_state opens (`Stamp.session`, read once at the sink's entry, until
-state tables are written through the sink's one entry too).
+(`Stamp.batch`), whose commit check output_counts.py makes; a state table's is the state txn
+and marker engine/write.py's write_state makes for each attempt, and checks by its marker.
 
 >>> Stamp("lakejoin.p.v", 4).txn
 ('lakejoin.p.v', 4)
@@ -16,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from lakejoin.delta.markers import USER_METADATA, OutputCommit, current_txn, idempotent
+from lakejoin.delta.markers import USER_METADATA, OutputCommit, idempotent
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -36,15 +35,6 @@ class Stamp:
     def batch(cls, commit: OutputCommit) -> Stamp:
         """The stamp of an output's batch commit."""
         return cls(commit.app, commit.final.txn_version, commit.final.as_json(), commit)
-
-    @classmethod
-    def session(cls, spark: SparkSession) -> Stamp | None:
-        """The stamp of the `markers.idempotent` block the session is in (None: it is in none),
-        with the commit metadata the block set."""
-        txn = current_txn(spark)
-        if txn is None:
-            return None
-        return cls(txn[0], txn[1], spark.conf.get(USER_METADATA, None))
 
     @property
     def txn(self) -> tuple[str, int]:

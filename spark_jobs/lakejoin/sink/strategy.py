@@ -1,12 +1,13 @@
 """Which write takes a batch's keyed rows: pure rules over what the batch knows and a few facts
 of the session and of the table. `choose_output` chooses an output batch's write among the
 closed set of `Strategy`: the table rewritten, the one-commit upsert (key_upsert.py), or, by
-`choose` over the batch's key count (`SinkFacts`), a MERGE (choice.merge_by_key writes a state
-table's rows by `choose` alone). `may_upsert` says, before the batch derives its rows, whether
-the upsert may write it. Each fact is asked only when a branch needs it, and in a fixed order,
-cheap to dear: what the batch knows, the session's settings (a Spark conf read), the table's
-log (a delta-rs read), the key count (a Spark job when not counted yet); so a fact no branch
-needs is never looked up (sink/facts.py gathers them)."""
+`choose` over the batch's key count (`SinkFacts`), a MERGE (sink/entry.write_state writes a
+state table's rows by `choose` alone, after its own rewrite and fill). `may_upsert` says,
+before the batch derives its rows, whether the upsert may write it. Each fact is asked only
+when a branch needs it, and in a fixed order, cheap to dear: what the batch knows, the
+session's settings (a Spark conf read), the table's log (a delta-rs read), the key count (a
+Spark job when not counted yet); so a fact no branch needs is never looked up (sink/facts.py
+gathers them)."""
 
 from __future__ import annotations
 

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from lakejoin.delta.key_ranges import Keys
+    from lakejoin.sink.entry import StateWrite
     from lakejoin.views.context import BatchContext
 
 I = TypeVar("I")  # noqa: E741 - the rows a kind's recompute takes (its own type)
@@ -256,13 +257,15 @@ class ViewKindLogic(ABC, Generic[I]):
         (views/health_flags.py) when `flags`."""
 
     @abstractmethod
-    def write_state(self, ctx: BatchContext, rebuilt: Rebuilt, *, since: int) -> None:
-        """Bring the view's state table up to the pinned versions from `rebuilt.state` (what
-        `rebuild` returned), before the output commit (called inside `idempotent`; not in a
-        repair). It must end exact at the batch's pins whatever commits after the state's pin
-        wrote, up to `since`, the newest version the write starts from (a crashed attempt's,
-        another run's at other pins): state is a function of the pinned inputs, rewritten key by
-        key, and the keys those commits touched go back to what they were at the pin."""
+    def write_state(self, ctx: BatchContext, rebuilt: Rebuilt, *, since: int) -> tuple[StateWrite, ...]:
+        """The writes that bring the view's state tables up to the pinned versions from
+        `rebuilt.state` (what `rebuild` returned); engine/write.py stamps each and writes it
+        through the sink's entry (sink/entry.write_state) before the output commit (not in a
+        repair). They must leave the table exact at the batch's pins whatever commits after the
+        state's pin wrote, up to `since`, the newest version the write starts from (a crashed
+        attempt's, another run's at other pins): state is a function of the pinned inputs,
+        rewritten key by key, and the keys those commits touched go back to what they were at
+        the pin. Nothing is written here."""
 
     @abstractmethod
     def validations(self, ctx: BatchContext, written: DataFrame, rebuilt: Rebuilt) -> list[Validation]:

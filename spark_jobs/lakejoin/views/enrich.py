@@ -52,6 +52,8 @@ from lakejoin.views.reads import Affected, Reach, Route, fk_referenced_rows, fk_
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from lakejoin.sink.entry import StateWrite
+
 log = logging.getLogger("lakejoin")
 MB = 1024 * 1024
 
@@ -253,8 +255,9 @@ class EnrichView(ViewKindLogic[EnrichRows]):
 
     # --- state and checks ------------------------------------------------------------------
 
-    def write_state(self, ctx: BatchContext, rebuilt: Rebuilt, *, since: int) -> None:
+    def write_state(self, ctx: BatchContext, rebuilt: Rebuilt, *, since: int) -> tuple[StateWrite, ...]:
         """No state to write (see the module)."""
+        return ()
 
     def validations(self, ctx: BatchContext, written: DataFrame, rebuilt: Rebuilt) -> list[Validation]:
         import great_expectations as gx

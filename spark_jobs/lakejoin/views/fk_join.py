@@ -33,6 +33,8 @@ from lakejoin.views.reads import affected_keys as affected_keys  # tests/steps t
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from lakejoin.sink.entry import StateWrite
+
 
 def chosen_right_columns(join: FkJoin, right_columns: Sequence[str], right_key: Key) -> list[str]:
     """The right columns the output carries: the declared ones, or all but the right key's."""
@@ -146,8 +148,9 @@ class FkJoinView(ViewKindLogic[JoinRows]):
             flags=flags,
         )
 
-    def write_state(self, ctx: BatchContext, rebuilt: Rebuilt, *, since: int) -> None:
+    def write_state(self, ctx: BatchContext, rebuilt: Rebuilt, *, since: int) -> tuple[StateWrite, ...]:
         """No state to write (see the class)."""
+        return ()
 
     def validations(self, ctx: BatchContext, written: DataFrame, rebuilt: Rebuilt) -> list[Validation]:
         import great_expectations as gx

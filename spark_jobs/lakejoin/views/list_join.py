@@ -49,6 +49,8 @@ from lakejoin.views.reads import Affected, Reach, Route, referenced_rows
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
+    from lakejoin.sink.entry import StateWrite
+
 LEFT_KEY = "left_key"
 POS = "pos"
 ELEMENT = "right_key"
@@ -424,8 +426,9 @@ class ListJoinView(ViewKindLogic[ListRows]):
         """A right change reaches the left rows whose list holds its key at the pin."""
         return (list_route(self.right, self.join.list, self.left),)
 
-    def write_state(self, ctx: BatchContext, rebuilt: Rebuilt, *, since: int) -> None:
+    def write_state(self, ctx: BatchContext, rebuilt: Rebuilt, *, since: int) -> tuple[StateWrite, ...]:
         """No state to write (see the module)."""
+        return ()
 
     def validations(self, ctx: BatchContext, written: DataFrame, rebuilt: Rebuilt) -> list[Validation]:
         import great_expectations as gx

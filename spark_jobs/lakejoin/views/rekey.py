@@ -34,8 +34,8 @@ from lakejoin.delta.key_ranges import materialised
 from lakejoin.delta.sql_text import spark_columns
 from lakejoin.errors import KeyConflictError
 from lakejoin.quality.validations import Validation
-from lakejoin.sink.choice import KEEP
-from lakejoin.sink.keyed_tables import schema_drift
+from lakejoin.sink.entry import StateWrite
+from lakejoin.sink.merge_terms import KEEP
 from lakejoin.spec.explained import (
     Ask,
     Choice,
@@ -57,7 +57,7 @@ from lakejoin.views.reads import Affected, Reach
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import Column, DataFrame, Observation, SparkSession
+    from pyspark.sql import Column, DataFrame, Observation
 
 SINCE = "_lj_version"  # the commit version of a master row's last change of content
 MASTER_RESOLVED = "_lj_master_resolved"
@@ -457,27 +457,22 @@ class RekeyView(ViewKindLogic["DataFrame"]):  # the rows: its claims
             SINCE, F.coalesce(F.col(SINCE), F.lit(pinned).cast("bigint"))
         )
 
-    def write_state(self, ctx: BatchContext, rebuilt: Rebuilt, *, since: int) -> None:
-        """Write `rebuilt.state` (an `IndexUpdate`) to the index: merged by master key, and
-        with `full`, every master not in it deleted. An incremental write also puts back, as the
-        batch's pin has them, the masters that commits after the pin (up to `since`) wrote."""
+    def write_state(self, ctx: BatchContext, rebuilt: Rebuilt, *, since: int) -> tuple[StateWrite, ...]:
+        """The index's write of `rebuilt.state` (an `IndexUpdate`): merged by master key, and
+        with `full`, every master not in it deleted (the sink rewrites the index whole when the
+        master gained, lost or retyped a column it carries: a definition change refreshes the
+        view in full). An incremental write also puts back, as the batch's pin has them, the
+        masters that commits after the pin (up to `since`) wrote."""
         from pyspark.sql import functions as F
 
         update = rebuilt.state
         assert isinstance(update, IndexUpdate), "rekey's rebuild returns an IndexUpdate as its state"
         v, k = self.rekey.key, self.master.key
         if update.full:
-            ensure_index(ctx.spark, ctx.state_path, update.rows)
-            if schema_drift(ctx.spark, ctx.state_path, update.rows.schema):
-                # The master gained, lost or retyped a column the index carries (a definition
-                # change refreshes the view in full): the index is rebuilt whole, in one commit.
-                update.rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(
-                    ctx.state_path
-                )
-                return
+            schema = update.rows.schema
             source = update.rows.withColumn(KEEP, F.lit(True))
         else:
-            ensure_index(ctx.spark, ctx.state_path, update.rows.drop(CHANGE))
+            schema = update.rows.drop(CHANGE).schema
             keep = (F.col(CHANGE) == ChangeKind.UPSERT.value) & ~null_key(v)
             source = update.rows.withColumn(KEEP, keep).drop(CHANGE)
             pin = ctx.plan.pinned_versions.get(STATE, -1)
@@ -485,7 +480,8 @@ class RekeyView(ViewKindLogic["DataFrame"]):  # the rows: its claims
                 source = source.unionByName(
                     self._as_at_pin(ctx, source, pin, since), allowMissingColumns=True
                 )
-        merge_index(ctx.spark, ctx.state_path, source, k, self._index_columns(ctx.schemas), full=update.full)
+        columns = tuple(self._index_columns(ctx.schemas))
+        return (StateWrite(ctx.state_path, tuple(k), columns, source, update.full, schema),)
 
     def _as_at_pin(self, ctx: BatchContext, update: DataFrame, pin: int, since: int) -> DataFrame:
         """The index rows, as version `pin` has them, of the masters that the commits in
@@ -543,20 +539,3 @@ def shown_conflicts(clashes: list, v: Key, k: Key, *, limit: int) -> str:  # noq
         f"[{', '.join(master(m) for m in c['masters'])}]"
         for c in clashes[:limit]
     )
-
-
-def ensure_index(spark: SparkSession, path: str, rows: DataFrame) -> None:
-    from lakejoin.sink.keyed_tables import ensure_keyed_table
-
-    schema = rows.schema
-    ensure_keyed_table(spark, path, schema)
-
-
-def merge_index(
-    spark: SparkSession, path: str, source: DataFrame, key: Key, columns: list[str], *, full: bool
-) -> None:
-    """Upsert the rows whose `_lj_keep` is true, delete the others (and, with `full`, every
-    master key not in `source`)."""
-    from lakejoin.sink.choice import merge_by_key
-
-    merge_by_key(spark, path, source, list(key), columns, full=full)
