@@ -118,8 +118,8 @@ def lookup_path(spark, number: int) -> Iterator[None]:  # noqa: ANN001
     2, by Spark in 0 and 3: each kind of lookup meets each read of the changes."""
     from lakejoin.delta import change_feed, lookups
     from lakejoin.sink import key_upsert
-    from lakejoin.sink.choice import driver_merge
     from lakejoin.sink.spark_merge import ONE_MERGE_MAX_KEYS
+    from lakejoin.sink.writers import driver_merge
 
     route = number % 4
     conf = {lookups.ENABLED: "true" if route % 2 else "false"}

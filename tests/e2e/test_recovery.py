@@ -27,7 +27,7 @@ from lakejoin.engine.batch import BatchOutcome, batch_log
 from lakejoin.engine.pending import pending_work
 from lakejoin.errors import BatchStateError, QualityCheckError
 from lakejoin.sink import key_upsert
-from lakejoin.sink.choice import driver_merge
+from lakejoin.sink.writers import driver_merge
 from lakejoin.spec.layout import reports_folder, state_path
 from tests.lakehouse import (
     CLI_TIMEOUT,

@@ -347,7 +347,7 @@ def test_no_layer_imports_a_higher_one():
         ("lakejoin.views.rekey", "lakejoin.spec.model", False),
         ("lakejoin.views.rekey", "lakejoin.views.base", False),
         ("lakejoin.spec.parse", "lakejoin.views.registry", True),
-        ("lakejoin.sink.choice", "lakejoin.quality.checks", True),
+        ("lakejoin.sink.writers", "lakejoin.quality.checks", True),
         ("lakejoin.errors", "lakejoin", True),
         ("lakejoin", "lakejoin.engine.batch", False),
     ],

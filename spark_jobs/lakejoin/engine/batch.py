@@ -54,10 +54,10 @@ from lakejoin.quality.audit_plan import CUTS, DIFFERENCES, EVERY_KEY, SLICE, SLI
 from lakejoin.quality.health import Health, breaches
 from lakejoin.quality.health_checks import validation as health_validation
 from lakejoin.quality.validations import Validation
-from lakejoin.sink.choice import HeldRows
 from lakejoin.sink.entry import Written
 from lakejoin.sink.facts import SessionSettings
 from lakejoin.sink.strategy import may_upsert, write_note
+from lakejoin.sink.writers import HeldRows
 from lakejoin.spec.definition import fingerprint
 from lakejoin.spec.layout import health_path, state_path
 from lakejoin.spec.model import PipelineSpec, View

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from lakejoin.delta.identity import Identities
     from lakejoin.delta.plans import BatchPlan
     from lakejoin.engine.health import FlaggedUpdate
-    from lakejoin.sink.choice import HeldRows
+    from lakejoin.sink.writers import HeldRows
     from lakejoin.views.base import Rebuilt, ViewKindLogic
     from lakejoin.views.context import BatchContext
 

@@ -1,6 +1,6 @@
 """The sink's one entry for a view's output batch: `write` chooses the batch's write
 (strategy.choose_output over the batch's facts, sink/facts.py), applies it (`apply`, by the
-writers of choice.py and key_upsert.py, each stamped with the batch commit's Stamp), and, when
+writers of writers.py and key_upsert.py, each stamped with the batch commit's Stamp), and, when
 the write declines before committing anything (the one-commit upsert refused the table or found
 its rows not the batch's old rows; delta-rs failed inside the driver's MERGE), chooses again
 with what it learnt. Each re-choice rules one strategy out, so a batch is tried at most three
@@ -24,7 +24,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 from lakejoin.delta.markers import OutputCommit
 from lakejoin.delta.sql_text import spark_columns
 from lakejoin.sink import driver_merge, key_upsert
-from lakejoin.sink.choice import (
+from lakejoin.sink.facts import WriteFacts
+from lakejoin.sink.keyed_tables import ensure_keyed_table, schema_drift
+from lakejoin.sink.merge_terms import KEEP, PRESENT, MergeCounts
+from lakejoin.sink.stamp import Stamp
+from lakejoin.sink.strategy import OutputFacts, SinkFacts, Strategy, Target, choose, choose_output
+from lakejoin.sink.writers import (
     HeldRows,
     KeyedSource,
     change_rows,
@@ -34,11 +39,6 @@ from lakejoin.sink.choice import (
     replace_output,
     told_driver_failed,
 )
-from lakejoin.sink.facts import WriteFacts
-from lakejoin.sink.keyed_tables import ensure_keyed_table, schema_drift
-from lakejoin.sink.merge_terms import KEEP, PRESENT, MergeCounts
-from lakejoin.sink.stamp import Stamp
-from lakejoin.sink.strategy import OutputFacts, SinkFacts, Strategy, Target, choose, choose_output
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -1,7 +1,7 @@
 """The keyed tables lakejoin MERGEs into (a view's output, a state table): how one is created,
 and whether an output's columns still match the ones its batches compute.
 
-Apart from the writes (choice.py and the modules it calls) because every writer of a keyed
+Apart from the writes (writers.py and the modules it calls) because every writer of a keyed
 table needs the same table settings (CDF, deletion vectors, nullable columns), and the schema
 check runs before any write.
 """

@@ -2,7 +2,7 @@
 with the rows the batch commit appended and its version, or the news that another run
 committed this batch first (delta/markers.py: the batch commit is the output's own).
 
-Every way of writing an output ends here (choice.py's, key_upsert.py's), so that a batch
+Every way of writing an output ends here (writers.py's, key_upsert.py's), so that a batch
 commit Delta skipped is found and told the same way whichever path wrote it.
 """
 

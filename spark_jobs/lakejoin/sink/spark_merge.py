@@ -2,7 +2,7 @@
 whose values differ, insert new ones if asked, and leave unchanged rows untouched (no spurious
 change rows).
 
-Every write path that takes Spark's MERGE (choice.py's batches the one-commit upsert does not
+Every write path that takes Spark's MERGE (writers.py's batches the one-commit upsert does not
 write, and state tables) runs this one; the driver's MERGE of a batch of few keys is
 driver_merge.py.
 """
