@@ -31,7 +31,7 @@ pytestmark = pytest.mark.unit
 def reported_metrics(module: object) -> set[str]:
     """The metric names a module's code reports, read with `ast`: the keys it writes into a
     `counts` or `metrics` dict (literal keys; `shuffled.<dimension>` is built per dimension), and
-    the fan-out figures when it calls `fans_out`."""
+    the fan-out figures when it calls the fan-out rule (`fans_out`, or the joins' `left_rows_fan_out`)."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(inspect.getsource(module))):  # type: ignore[arg-type]
         if isinstance(node, ast.Assign) and any(_is_counts(t) for t in node.targets):
@@ -43,9 +43,13 @@ def reported_metrics(module: object) -> set[str]:
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             if node.func.attr == "update" and _is_counts(node.func.value):
                 names |= {k.arg for k in node.keywords if k.arg}
-        if isinstance(node, ast.Name) and node.id == "fans_out" and module is not fanout:
+        if isinstance(node, ast.Name) and node.id in FAN_OUT_RULE and module is not fanout:
             names |= reported_metrics(fanout)
     return names
+
+
+# The fan-out rule's entry points (views/fanout.py): a kind that calls one applies the rule.
+FAN_OUT_RULE = ("fans_out", "left_rows_fan_out")
 
 
 def _is_counts(node: ast.expr) -> bool:
@@ -151,7 +155,7 @@ def test_a_kinds_measures_are_linked_as_its_logic_counts_them(kind):
 @pytest.mark.parametrize("kind", list(ViewKind), ids=lambda k: k.value)
 def test_a_kind_has_the_fan_out_settings_and_labels_when_its_logic_applies_the_fan_out_rule(kind):
     declared = KINDS[kind]
-    fans_out = bool(_calls(_logic_module(kind), "fans_out"))
+    fans_out = any(_calls(_logic_module(kind), name) for name in FAN_OUT_RULE)
     settings = get_type_hints(declared.parse)["return"]
     fields = {f.name for f in dataclasses.fields(settings)}
 

@@ -89,36 +89,25 @@ def max_rows(spark: SparkSession) -> int:
 def atomic_columns(source: DataFrame) -> bool:
     """Whether delta-rs may MERGE `source`'s columns: of atomic types, or arrays and structs of
     them."""
-    from pyspark.sql.types import (
-        BooleanType,
-        DateType,
-        DecimalType,
-        DoubleType,
-        FloatType,
-        IntegralType,
-        StringType,
-        TimestampType,
-    )
+    from pyspark.sql import types as T
 
     atomic = (
-        BooleanType,
-        DateType,
-        DecimalType,
-        DoubleType,
-        FloatType,
-        IntegralType,
-        StringType,
-        TimestampType,
+        T.BooleanType,
+        T.DateType,
+        T.DecimalType,
+        T.DoubleType,
+        T.FloatType,
+        T.IntegralType,
+        T.StringType,
+        T.TimestampType,
     )
 
     # Arrays and structs of atomic types (list_join's lists of structs): `merge_rows` rebuilds
     # their Arrow arrays first (see there). No maps: never measured.
-    from pyspark.sql.types import ArrayType, StructType
-
     def leaves_atomic(kind: Any) -> bool:
-        if isinstance(kind, ArrayType):
+        if isinstance(kind, T.ArrayType):
             return leaves_atomic(kind.elementType)
-        if isinstance(kind, StructType):
+        if isinstance(kind, T.StructType):
             return all(leaves_atomic(f.dataType) for f in kind.fields)
         return isinstance(kind, atomic)
 

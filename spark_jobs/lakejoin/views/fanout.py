@@ -8,13 +8,23 @@ view kinds because the rule, its figures and its note in the batch report are th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from lakejoin.delta.sources import logged_row_count
 
 if TYPE_CHECKING:
     from lakejoin.spec.model import Source
     from lakejoin.views.context import BatchContext
+
+
+class FanOutSettings(Protocol):
+    """A view definition's fan-out settings (spec/kind_parts.FANOUT)."""
+
+    @property
+    def fanout_threshold(self) -> float: ...
+
+    @property
+    def fanout_min_rows(self) -> int: ...
 
 
 def recomputes_in_full(reached: int, rows: int, threshold: float, min_rows: int = 0) -> bool:
@@ -80,3 +90,20 @@ def fans_out(
             reached, rows, threshold, full=full, changed=changed, of=of, min_rows=min_rows
         )
     return full
+
+
+def left_rows_fan_out(
+    ctx: BatchContext, left: Source, join: FanOutSettings, reached: int, counts: dict[str, int]
+) -> bool:
+    """The fan-out rule of the two joins: the changed right keys reach `reached` of the `left`
+    rows, with the `join`'s settings (`fans_out`)."""
+    return fans_out(
+        ctx,
+        left,
+        reached,
+        join.fanout_threshold,
+        counts,
+        changed="right keys",
+        of="left rows",
+        min_rows=join.fanout_min_rows,
+    )

@@ -23,7 +23,7 @@ from lakejoin.spec.model import FkJoin, JoinHow, Key, PipelineSpec, View
 from lakejoin.views.base import Gathered, Rebuilt, ViewKindLogic, held_rows
 from lakejoin.views.context import BatchContext
 from lakejoin.views.explained import driving, looked_up
-from lakejoin.views.fanout import fans_out
+from lakejoin.views.fanout import left_rows_fan_out
 from lakejoin.views.health_flags import flag
 from lakejoin.views.joins import Flags, SideRows, joined, previous_rows
 from lakejoin.views.joins import referenced_right_rows as referenced_right_rows  # tests/steps take it here
@@ -97,16 +97,7 @@ class FkJoinView(ViewKindLogic[JoinRows]):
     def fans_out(self, ctx: BatchContext, reach: Reach, metrics: dict[str, int]) -> bool:
         # A right row referenced by many left rows (a popular customer) can reach a large
         # share of the output: then one recompute beats routing every key.
-        return fans_out(
-            ctx,
-            self.left,
-            reach.count,
-            self.join.fanout_threshold,
-            metrics,
-            changed="right keys",
-            of="left rows",
-            min_rows=self.join.fanout_min_rows,
-        )
+        return left_rows_fan_out(ctx, self.left, self.join, reach.count, metrics)
 
     def gather(
         self, ctx: BatchContext, changes: Mapping[str, DataFrame], affected: Affected, metrics: dict[str, int]

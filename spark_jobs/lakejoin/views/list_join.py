@@ -41,7 +41,7 @@ from lakejoin.spec.model import Duplicates, JoinHow, Key, ListJoin, PipelineSpec
 from lakejoin.views.base import Gathered, Rebuilt, ViewKindLogic, held_rows
 from lakejoin.views.context import BatchContext
 from lakejoin.views.explained import driving, pin, read_rows
-from lakejoin.views.fanout import fans_out
+from lakejoin.views.fanout import left_rows_fan_out
 from lakejoin.views.health_flags import KEEP, flag
 from lakejoin.views.joins import matching, previous_rows
 from lakejoin.views.reads import Affected, Reach, Route, referenced_rows
@@ -280,16 +280,7 @@ class ListJoinView(ViewKindLogic[ListRows]):
     def fans_out(self, ctx: BatchContext, reach: Reach, metrics: dict[str, int]) -> bool:
         # An element held by many lists (a popular tag) can reach a large share of the
         # output: then one recompute beats re-joining every list that holds it.
-        return fans_out(
-            ctx,
-            self.left,
-            reach.count,
-            self.join.fanout_threshold,
-            metrics,
-            changed="right keys",
-            of="left rows",
-            min_rows=self.join.fanout_min_rows,
-        )
+        return left_rows_fan_out(ctx, self.left, self.join, reach.count, metrics)
 
     def gather(
         self, ctx: BatchContext, changes: Mapping[str, DataFrame], affected: Affected, metrics: dict[str, int]
