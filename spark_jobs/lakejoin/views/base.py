@@ -283,6 +283,18 @@ class ViewKindLogic(ABC, Generic[I]):
         never Spark: `lakejoin explain` needs no JVM."""
 
 
+class LeftRightLogic(ViewKindLogic[I]):
+    """A kind that joins a left input, its driving one, with a right one (the two joins): its
+    two sources, and the order of the driver's collects they share (`driving_first`)."""
+
+    driving_first = True
+
+    def __init__(self, spec: PipelineSpec, view: View) -> None:
+        super().__init__(spec, view)
+        # The view's inputs are the join's left, then its right (each once, a self-join's too).
+        self.left, self.right = self.sources
+
+
 def _counted(source: str, columns: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
     return source, tuple(columns)
 

@@ -20,7 +20,7 @@ from lakejoin.quality.validations import Validation
 from lakejoin.spec.explained import Ask, Reading, Role, why_not_joined
 from lakejoin.spec.kind_parts import carried_columns
 from lakejoin.spec.model import FkJoin, JoinHow, Key, PipelineSpec, View
-from lakejoin.views.base import Gathered, Rebuilt, ViewKindLogic, held_rows
+from lakejoin.views.base import Gathered, LeftRightLogic, Rebuilt, held_rows
 from lakejoin.views.context import BatchContext
 from lakejoin.views.explained import driving, looked_up
 from lakejoin.views.fanout import left_rows_fan_out
@@ -72,19 +72,16 @@ class JoinRows:
     right: DataFrame
 
 
-class FkJoinView(ViewKindLogic[JoinRows]):
+class FkJoinView(LeftRightLogic[JoinRows]):
     """fk_join on the batch protocol. The pinned left table is its own routing index: the left
     rows a right change reaches are those whose fk holds a changed right key at the pin (read
     by the key and fk columns alone). A left row whose fk moved away from it is a left change,
     so it is rewritten anyway. No state table: see docs/decisions.md, "State only where it
     pays"."""
 
-    driving_first = True
-
     def __init__(self, spec: PipelineSpec, view: View) -> None:
         super().__init__(spec, view)
         self.join = view.fk_join
-        self.left, self.right = spec.sources[self.join.left], spec.sources[self.join.right]
 
     def _right_columns(self, schemas: Mapping[str, Mapping[str, str]]) -> list[str]:
         return chosen_right_columns(self.join, list(schemas[self.right.name]), self.right.key)

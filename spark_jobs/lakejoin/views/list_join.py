@@ -38,7 +38,7 @@ from lakejoin.quality.validations import Validation
 from lakejoin.spec.explained import Ask, InputRow, Reading, Role, list_elements, why_not_joined
 from lakejoin.spec.kind_parts import carried_columns
 from lakejoin.spec.model import Duplicates, JoinHow, Key, ListJoin, PipelineSpec, Source, View
-from lakejoin.views.base import Gathered, Rebuilt, ViewKindLogic, held_rows
+from lakejoin.views.base import Gathered, LeftRightLogic, Rebuilt, held_rows
 from lakejoin.views.context import BatchContext
 from lakejoin.views.explained import driving, pin, read_rows
 from lakejoin.views.fanout import left_rows_fan_out
@@ -212,13 +212,10 @@ class Rejoin:
     carried_left: DataFrame | None = None
 
 
-class ListJoinView(ViewKindLogic[ListRows]):
-    driving_first = True
-
+class ListJoinView(LeftRightLogic[ListRows]):
     def __init__(self, spec: PipelineSpec, view: View) -> None:
         super().__init__(spec, view)
         self.join = view.list_join
-        self.left, self.right = spec.sources[self.join.left], spec.sources[self.join.right]
 
     def _right_columns(self, schemas: Mapping[str, Mapping[str, str]]) -> list[str]:
         """The right columns each joined element carries: the declared ones, or all but the key's."""
