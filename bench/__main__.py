@@ -14,6 +14,8 @@ Figures go to `<out>/bench/results.jsonl` as they are measured, then `<out>/benc
 from __future__ import annotations
 
 import argparse
+import ast
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -80,6 +82,27 @@ COMMANDS = (
 )
 
 
+def summary(command: str) -> str:
+    """The first line of bench/`command`.py's docstring (read as text: no import, no Spark),
+    without its `python -m bench...` prefix, which the list of commands says already."""
+    source = (Path(__file__).parent / f"{command}.py").read_text()
+    doc = ast.get_docstring(ast.parse(source)) or ""
+    return re.sub(r"^`python -m bench[ .]\w+`: ", "", doc.split("\n", 1)[0])
+
+
+def commands_help() -> str:
+    """The help's list of the other commands, each with its module's summary on one line."""
+    width = max(len(c) for c in COMMANDS) + 2
+    lines = [f"  {c:<{width}}{summary(c)}" for c in COMMANDS]
+    return "\n".join(
+        [
+            "Other commands (python -m bench NAME --help: its options; = python -m bench.NAME):",
+            *lines,
+            "Retired studies (state_choice, write_paths): docs/bench/studies.md.",
+        ]
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m bench [options]`: the matrix; `python -m bench NAME ...`: bench/NAME.py's main."""
     given = sys.argv[1:] if argv is None else argv
@@ -100,9 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         options=_options,
         # run_matrix clears each size's folder under --work itself, just before writing its tables.
         clear=False,
-        epilog=f"Other commands (python -m bench NAME --help): {', '.join(COMMANDS)}. `judge [--check]`: "
-        "targets.json and the pages from the records, no Spark. Retired studies (state_choice, "
-        "write_paths): docs/bench/studies.md.",
+        epilog=commands_help(),
     )
 
 

@@ -1,5 +1,6 @@
-"""`python -m bench.composite_key`: a view keyed by two columns against the same view keyed by one
-(issue 38).
+"""`python -m bench.composite_key`: a view keyed by two columns against the same view keyed by one.
+
+Issue 38.
 
 Two copies of the benchmark's orders (1.5 M by default), one keyed by `order_id`, one by
 `(region, order_id)` (`region` a string, `r0`..`r7`, fixed per order), each joined to the

@@ -167,17 +167,43 @@ def run(
     """Parse the options, clear the work folder (unless not `clear`: the benchmark decides, as
     explain_cost's --reuse does), `measure`, and stop Spark whatever happened; the exit status is
     `measure`'s. `orders` is `--orders`' default (None: no such option); `seed` and `out` add
-    `--seed` and `--out` (a profiling aid that only prints takes neither)."""
-    parser = argparse.ArgumentParser(prog=program, description=doc.split("\n")[0], epilog=epilog)
+    `--seed` and `--out` (a profiling aid that only prints takes neither). The `epilog` is
+    printed as written (the help wraps only the options' texts)."""
+    parser = argparse.ArgumentParser(
+        prog=program,
+        description=doc.split("\n")[0],
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     if orders is not None:
-        parser.add_argument("--orders", type=int, default=orders)
+        parser.add_argument(
+            "--orders",
+            type=int,
+            default=orders,
+            help="orders in the generated tables; the others scale with them (default: %(default)s)",
+        )
     if out:
-        parser.add_argument("--out", default="docs")
-    parser.add_argument("--work", default=work)
+        parser.add_argument(
+            "--out",
+            default="docs",
+            help="where the figures go: <out>/bench/ and its pages (default: %(default)s)",
+        )
+    parser.add_argument(
+        "--work", default=work, help="the folder the benchmark writes its tables to (default: %(default)s)"
+    )
     if seed:
-        parser.add_argument("--seed", type=int, default=42)
+        parser.add_argument(
+            "--seed",
+            type=int,
+            default=42,
+            help="seed of the generated tables and changes (default: %(default)s)",
+        )
     if session.driver_memory is not None:
-        parser.add_argument("--driver-memory", default=session.driver_memory)
+        parser.add_argument(
+            "--driver-memory",
+            default=session.driver_memory,
+            help="the Spark driver's memory, fixed when its JVM starts (default: %(default)s)",
+        )
     if options is not None:
         options(parser)
     args = parser.parse_args(argv)

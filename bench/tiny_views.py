@@ -1,5 +1,6 @@
-"""`python -m bench.tiny_views`: one `lakejoin run` of 60 tiny views, each with a few changed
-rows (issue 37), one view at a time and several at once.
+"""`python -m bench.tiny_views`: 60 tiny views with a few changed rows each, in one `lakejoin run`.
+
+Issue 37: the views run one at a time and several at once.
 
 Four small source tables (merchants, products, persons, addresses) and 60 views that read them
 and not each other: 20 fk_joins, 20 list_joins, 20 rekeys. After a first run that builds every

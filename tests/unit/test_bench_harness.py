@@ -95,3 +95,17 @@ def test_python_m_bench_name_is_that_modules_command(capsys):
     assert done.value.code == 0
     assert capsys.readouterr().out.startswith("usage: python -m bench.fixed_cost")
     assert "pyspark" not in sys.modules
+
+
+def test_python_m_bench_help_lists_every_command_with_its_modules_summary(capsys):
+    from bench.__main__ import COMMANDS, main, summary
+
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+
+    shown = capsys.readouterr().out
+    assert done.value.code == 0
+    assert all(f"  {name} " in shown and summary(name) in shown for name in COMMANDS)
+    assert summary("fixed_cost") == "what a batch costs when (almost) nothing changed (issue 23)."
+    assert all(f"--{o} " in shown and "(default: " in shown for o in ("out", "work", "seed", "driver-memory"))
+    assert "pyspark" not in sys.modules
