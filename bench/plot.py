@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from bench.points import newest
+
 LINES = (
     ("inc", "INC (lakejoin)", "tab:blue"),
     ("full", "FULL", "tab:red"),
@@ -19,8 +21,6 @@ def plot(table: dict[tuple[int, int], dict[str, dict[str, Any]]], path: Path) ->
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from bench.report import newest
 
     # Each (size, scenario, rate) once, as its newest batch measured it (lakejoin as it is now).
     points_of = newest(table)

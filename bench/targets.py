@@ -15,6 +15,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from bench.points import fanout_decisions, newest
+
 Table = dict[tuple[int, int], dict[str, dict[str, Any]]]
 
 # The first commit of protocol version 2 (DESIGN §2): a batch is its output's own commit.
@@ -81,8 +83,6 @@ def write_share(v: dict[str, dict[str, Any]]) -> float | None:
 def entries(table: Table, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One entry per target, judged on the protocol version 2 batches of `table` (side runs left
     out by the caller); a target nothing measured has `measured` None and is not met."""
-    from bench.report import fanout_decisions, newest
-
     commits = run_commits(records)
     v2 = {point: v for point, v in table.items() if is_v2(commits.get(point, "?"))}
     points = newest(v2)
