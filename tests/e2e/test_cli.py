@@ -64,7 +64,7 @@ def test_run_summarises_and_status_shows_lag(lake, capsys, monkeypatch):
     assert main(["run", spec_file, "--view", "display_products"]) == 0
     run = _table_row(capsys.readouterr().out, "display_products")
     # view, batch, mode, outcome, versions read, changed keys, affected, ins, upd, del, unchanged,
-    # view kind
+    # view kind, write
     assert run[1:4] == ["2", "incremental", "committed"]
     assert run[4] == "merchants 2..2, products 2..2"
     # p2 was written back as it was: no change of content (issue 36), so it is not a changed key.
@@ -73,6 +73,8 @@ def test_run_summarises_and_status_shows_lag(lake, capsys, monkeypatch):
     # fk_join's own counts: the merchant change reached p1 and p3, 2 of 3 products (the test
     # lakehouse turns the fan-out fallback off, so the batch stayed incremental).
     assert run[11] == "rows reached by the other side's changes 2, fan-out ‰ 667, full recompute 0", run
+    # The write's strategy (issue 53): a batch of two keys into a small table, delta-rs's MERGE.
+    assert run[12] == "driver_merge", run
     assert lake.output(spec) == lake.expected(spec)
 
     assert main(["status", spec_file]) == 0

@@ -283,8 +283,8 @@ def summary_table(summaries: list) -> Table:  # noqa: ANN001 - list[BatchSummary
         "updated",
         "deleted",
         "unchanged skipped",
-        "write",
         "view kind",
+        "write",
     ):
         table.add_column(
             column,
@@ -318,8 +318,8 @@ def summary_table(summaries: list) -> Table:  # noqa: ANN001 - list[BatchSummary
             str(s.updated),
             str(s.deleted),
             str(s.unchanged_skipped),
-            s.write or "-",
             kind_details(s.kind_metrics),
+            s.write or "-",
         )
     return table
 
