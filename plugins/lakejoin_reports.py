@@ -7,6 +7,8 @@
 - `GET /lakejoin/reports/<pipeline>/explain?view=V&key=K[&key=K2][&at=N][&format=json]`:
   `lakejoin explain`'s answer for one key of a view (a form, then the answer), read in-process
   from the Delta logs with delta-rs; `format=json` gives its JSON document;
+- `GET /lakejoin/reports/<pipeline>/plan[?format=json]`: `lakejoin plan`'s answer, what the
+  next batch of each view would do and why, read from the Delta logs with delta-rs;
 - `GET /lakejoin/reports/<pipeline>/<file>`: the files of that pipeline's reports folder
   (`<storage>/_lakejoin/reports/`), read-only; a folder serves its `index.html`;
 - a "Data quality" entry in the navigation bar, showing that index inside the UI;
@@ -183,6 +185,29 @@ def explain_row(
     return HTMLResponse(page, status_code=status, headers=headers)
 
 
+# Before report_file too: a view named `plan` keeps its folder's pages.
+@app.get("/reports/{pipeline}/plan", response_model=None)
+def plan_views_page(pipeline: str, format: str = "html") -> Response:
+    """`lakejoin plan`'s answer for every view of the pipeline: a page, or its JSON document."""
+    from lakejoin.cli.plan import document as plan_document
+    from lakejoin.cli.plan_html import plan_page
+    from lakejoin.engine.next_batch import plan_views
+
+    spec = pipeline_spec(pipeline)
+    headers = {"Cache-Control": "no-cache"}
+    try:
+        plans = plan_views(spec)
+    except LakejoinError as exc:
+        fields = {"what": exc.what, "where": exc.where, "fix": exc.fix}
+        if format == "json":
+            return JSONResponse({"error": fields}, status_code=500, headers=headers)
+        raise HTTPException(status_code=500, detail=str(exc)) from exc
+    if format == "json":  # as `lakejoin plan --json` prints it
+        body = json.dumps(plan_document(spec, plans.values()))
+        return Response(body, media_type="application/json", headers=headers)
+    return HTMLResponse(plan_page(spec.name, plans.values()), headers=headers)
+
+
 def error_status(error: LakejoinError) -> int:
     """A view the spec does not have, or whose output has nothing to explain, is not found (404);
     a key or version that does not fit the view is a bad request (400)."""
@@ -196,7 +221,7 @@ def report_file(pipeline: str, path: str) -> Response:
         # Rendered now, not served from the file the last batch wrote before its commit.
         from lakejoin.quality.reports import pipeline_index_page
 
-        page = pipeline_index_page(spec, explain="explain")
+        page = pipeline_index_page(spec, explain="explain", plan="plan")
         return HTMLResponse(page, headers={"Cache-Control": "no-cache"})
     root = reports_folder(spec)
     target = resolve(root, path)

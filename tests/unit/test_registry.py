@@ -31,7 +31,7 @@ pytestmark = pytest.mark.unit
 def reported_metrics(module: object) -> set[str]:
     """The metric names a module's code reports, read with `ast`: the keys it writes into a
     `counts` or `metrics` dict (literal keys; `shuffled.<dimension>` is built per dimension), and
-    the fan-out figures when it calls the fan-out rule (`fans_out`, or the joins' `left_rows_fan_out`)."""
+    the fan-out figures when it declares a fan-out rule (`FanOutRule`, which the base applies)."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(inspect.getsource(module))):  # type: ignore[arg-type]
         if isinstance(node, ast.Assign) and any(_is_counts(t) for t in node.targets):
@@ -48,8 +48,8 @@ def reported_metrics(module: object) -> set[str]:
     return names
 
 
-# The fan-out rule's entry points (views/fanout.py): a kind that calls one applies the rule.
-FAN_OUT_RULE = ("fans_out", "left_rows_fan_out")
+# The fan-out rule (views/fanout.py): a kind that declares one applies it.
+FAN_OUT_RULE = ("FanOutRule",)
 
 
 def _is_counts(node: ast.expr) -> bool:
@@ -155,7 +155,7 @@ def test_a_kinds_measures_are_linked_as_its_logic_counts_them(kind):
 @pytest.mark.parametrize("kind", list(ViewKind), ids=lambda k: k.value)
 def test_a_kind_has_the_fan_out_settings_and_labels_when_its_logic_applies_the_fan_out_rule(kind):
     declared = KINDS[kind]
-    fans_out = any(_calls(_logic_module(kind), name) for name in FAN_OUT_RULE)
+    fans_out = kind_logic(kind).fanout is not ViewKindLogic.fanout
     settings = get_type_hints(declared.parse)["return"]
     fields = {f.name for f in dataclasses.fields(settings)}
 

@@ -4,6 +4,7 @@ lakejoin run pipelines/marketplace.yaml [--view NAME] [--full-refresh]
 lakejoin run pipelines/marketplace.yaml --repair-from V|TIMESTAMP [--repair-to V|TIMESTAMP]
     [--fail-fast] [--verbose]
 lakejoin status pipelines/marketplace.yaml
+lakejoin plan pipelines/marketplace.yaml [--view NAME] [--json] [--full-refresh | --repair-from V|TIMESTAMP]
 lakejoin report pipelines/marketplace.yaml [--view NAME] [--last N]
 lakejoin explain pipelines/marketplace.yaml VIEW KEY... [--at VERSION] [--json]
 lakejoin audit pipelines/marketplace.yaml [--view NAME] [--full]
@@ -73,6 +74,15 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--verbose", action="store_true", help="show Spark's own log (INFO) as well")
     status = commands.add_parser("status", help="last batch, versions and lag of each view")
     status.add_argument("spec", help="path to the pipeline spec (YAML)")
+    plan = commands.add_parser(
+        "plan", help="what the next batch of each view would do, and why, before it runs (no JVM)"
+    )
+    plan.add_argument("spec", help="path to the pipeline spec (YAML)")
+    plan.add_argument("--view", action="append", help="only this view (repeatable)")
+    plan.add_argument("--json", action="store_true", help="print a JSON document for tools")
+    plan.add_argument("--full-refresh", action="store_true", help="plan a run asked for a full refresh")
+    plan.add_argument("--repair-from", metavar="V|TIMESTAMP", help="plan a run asked for this repair")
+    plan.add_argument("--repair-to", metavar="V|TIMESTAMP", help="end of the repair range (default: now)")
     report = commands.add_parser("report", help="write the data-quality report pages and plots")
     report.add_argument("spec", help="path to the pipeline spec (YAML)")
     report.add_argument("--view", action="append", help="only this view's pages (repeatable)")
@@ -130,12 +140,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("lakejoin").setLevel(logging.INFO)
     try:
         spec = load_spec(args.spec)
-        if args.command == "run":
+        repair = None
+        if args.command in ("run", "plan") and (args.repair_from or args.repair_to):
             from lakejoin.engine.repair import RepairRange
 
-            repair = None
-            if args.repair_from or args.repair_to:
-                repair = RepairRange.parse(args.repair_from, args.repair_to)
+            repair = RepairRange.parse(args.repair_from, args.repair_to)
+        if args.command == "plan":
+            from lakejoin.cli.plan import plan_command
+
+            return plan_command(
+                console, spec, args.view, as_json=args.json, full_refresh=args.full_refresh, repair=repair
+            )
+        if args.command == "run":
             return _run(
                 console,
                 spec,

@@ -61,13 +61,15 @@ def driver_rows(spark: SparkSession) -> int:
     return int(spark.conf.get(DRIVER_ROWS, None) or DRIVER_ROWS_DEFAULT)
 
 
-def logged_change_rows(commits: Sequence[Mapping[str, Any]]) -> int | None:
+def logged_change_rows(commits: Sequence[Mapping[str, Any]], *, updated_once: bool = False) -> int | None:
     """How many Change Data Feed rows `commits` give, from their operation metrics alone (no
     data read): an append's rows, a MERGE's inserted and deleted rows and two for each updated
     one (its pre- and post-image), a DELETE's deleted rows, an UPDATE's two per row, none for
-    a commit that changes no row. None when a commit's metrics cannot say: an overwrite (whose
-    removed files' rows the metrics do not count), a TRUNCATE or RESTORE, a commit of another
-    operation, or a count missing. Spark's and delta-rs's names both count."""
+    a commit that changes no row; with `updated_once`, an updated row counts once (the rows the
+    commits changed: at least as many as the keys they changed, `lakejoin plan`'s estimate).
+    None when a commit's metrics cannot say: an overwrite (whose removed files' rows the metrics
+    do not count), a TRUNCATE or RESTORE, a commit of another operation, or a count missing.
+    Spark's and delta-rs's names both count."""
     from lakejoin.delta.identity import NO_ROW_OPERATIONS
     from lakejoin.delta.markers import operation_metrics
 
@@ -77,18 +79,22 @@ def logged_change_rows(commits: Sequence[Mapping[str, Any]]) -> int | None:
         if operation in NO_ROW_OPERATIONS:
             continue
         metrics = operation_metrics(dict(commit))
-        rows = _commit_rows(operation, dict(commit.get("operationParameters") or {}), metrics)
+        rows = _commit_rows(
+            operation, dict(commit.get("operationParameters") or {}), metrics, 1 if updated_once else 2
+        )
         if rows is None:
             return None
         total += rows
     return total
 
 
-def _commit_rows(operation: str, parameters: dict[str, Any], metrics: dict[str, int]) -> int | None:
+def _commit_rows(
+    operation: str, parameters: dict[str, Any], metrics: dict[str, int], images: int
+) -> int | None:
     def counted(*names: str, twice: str = "") -> int | None:
         if any(n not in metrics for n in names) or (twice and twice not in metrics):
             return None
-        return sum(metrics[n] for n in names) + (2 * metrics[twice] if twice else 0)
+        return sum(metrics[n] for n in names) + (images * metrics[twice] if twice else 0)
 
     if operation in ("WRITE", "STREAMING UPDATE"):
         mode = str(parameters.get("mode") or parameters.get("outputMode") or "")

@@ -40,6 +40,7 @@ from lakejoin.engine.health import (
 )
 from lakejoin.engine.kinds import view_logic
 from lakejoin.engine.lineage import BatchLineage
+from lakejoin.engine.next_batch import Planner
 from lakejoin.engine.plan import input_columns, latest_pin, plan_batch, plan_repair
 from lakejoin.engine.write import write_flagged, write_output, write_state
 from lakejoin.errors import (
@@ -197,7 +198,7 @@ def run_view(
     planned = (
         plan_batch(spec, view, kind, log, full_refresh=full_refresh)
         if repair is None
-        else plan_repair(spark, spec, view, kind, log, repair)
+        else plan_repair(spec, view, kind, log, repair)
     )
     if isinstance(planned, Skip):
         summary.start_versions, summary.pinned_versions = planned.start_versions, planned.pinned_versions
@@ -205,6 +206,9 @@ def run_view(
         clock.enter(None)
         return summary
     plan = planned
+    # The plan of this batch as `lakejoin plan` shows it, before its first Spark job (the
+    # Airflow task's log says what the batch is about to do and why).
+    logger.info("plan: %s", Planner(spec, view, kind, log.history(view.name), {}, plan).next_batch().line())
     summary.batch_id, summary.mode = plan.batch_id, plan.mode
     summary.start_versions, summary.pinned_versions = dict(plan.start_versions), dict(plan.pinned_versions)
     summary.notes.update(plan.notes)

@@ -30,6 +30,7 @@ from lakejoin.delta.plans import BatchPlan, Skip, ViewBatches
 from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus, last_of
 from lakejoin.delta.sources import history_may_hold_changes
 from lakejoin.delta.sql_text import spark_quoted
+from lakejoin.delta.type_names import column_types
 from lakejoin.errors import (
     BatchStateError,
     ChangeFeedMissingError,
@@ -53,8 +54,6 @@ from lakejoin.spec.schema_checks import check_view_schemas
 from lakejoin.views.health_flags import HEALTH_PIN
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
     from lakejoin.engine.repair import RepairRange
     from lakejoin.views.base import ViewKindLogic
 
@@ -295,15 +294,18 @@ def plan_batch(
     return planned
 
 
-def logged_changes(table: TableLog | None, after: int, upto: int) -> int | None:
+def logged_changes(
+    table: TableLog | None, after: int, upto: int, *, updated_once: bool = False
+) -> int | None:
     """The change rows of versions (after, upto] of a table (`table`: its log), from the
-    commits' operation metrics (None: they cannot say)."""
+    commits' operation metrics (None: they cannot say; `updated_once`: the rows changed,
+    delta/change_feed.logged_change_rows)."""
     if upto <= after:
         return 0
     commits = table.commits_after(after) if table is not None else None
     if commits is None:
         return None
-    return logged_change_rows([c for c in commits if int(c["version"]) <= upto])
+    return logged_change_rows([c for c in commits if int(c["version"]) <= upto], updated_once=updated_once)
 
 
 def kept_tables(
@@ -446,7 +448,6 @@ def _planned(
 
 
 def plan_repair(
-    spark: SparkSession,
     spec: PipelineSpec,
     view: View,
     kind: ViewKindLogic,
@@ -476,7 +477,7 @@ def plan_repair(
             fix=f"rebuild the view under the new definition first: lakejoin run {spec.file} --view "
             f"{view.name} --full-refresh, then repair if you still need to",
         )
-    ranges = {s.name: repair.versions(spark, s, pinned[s.name]) for s in kind.change_sources}
+    ranges = {s.name: repair.versions(s, pinned[s.name]) for s in kind.change_sources}
     shown = ", ".join(f"{name} {a}..{b}" if a <= b else f"{name} none" for name, (a, b) in ranges.items())
     note = f"{repair.describe()}: versions {shown}, re-derived at batch {committed.batch_id}'s pins"
     return BatchPlan(
@@ -500,7 +501,6 @@ def input_columns(
     spec's columns and types), from the Delta logs; return each input's columns (name -> type),
     which the batch context hands to the view kind."""
     from deltalake import DeltaTable
-    from pyspark.sql.types import StructType
 
     schemas: dict[str, dict[str, str]] = {}
     for source in kind.sources:
@@ -523,7 +523,6 @@ def input_columns(
                     "(delta.enableChangeDataFeed = true), then run this view with --full-refresh once"
                 ),
             )
-        struct = StructType.fromJson(json.loads(table.schema().to_json()))
-        schemas[source.name] = {f.name: f.dataType.simpleString() for f in struct.fields}
+        schemas[source.name] = column_types(json.loads(table.schema().to_json()))
     check_view_schemas(spec, view, schemas)
     return schemas

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta.change_feed import VERSION, net_changes, no_changes, read_change_feed
-from lakejoin.delta.sources import delta_table, snapshot
+from lakejoin.delta.sources import snapshot
 from lakejoin.errors import RepairError
 from lakejoin.spec.model import Source
 
@@ -75,23 +75,36 @@ class RepairRange:
 
         return f"{shown(self.start)} to {shown(self.end)}"
 
-    def versions(self, spark: SparkSession, source: Source, pinned: int) -> tuple[int, int]:
+    def versions(self, source: Source, pinned: int) -> tuple[int, int]:
         """The first and last version of `source` in the range, capped at the pinned version
-        (first > last: no commit of the source falls in the range)."""
+        (first > last: no commit of the source falls in the range). A timestamp range reads the
+        commits' times from the table's history (delta-rs: no JVM, so `lakejoin plan` shows a
+        repair's ranges too)."""
         if isinstance(self.start, int):
             last = pinned if self.end is None else min(int(self.end), pinned)  # type: ignore[arg-type]
             return self.start, last
-        history = (
-            delta_table(spark, source.path, role=f"source '{source.name}'")
-            .history()
-            .select("version", "timestamp")
-            .collect()
+        start, end = self.start, self.end  # timestamps both (`parse` refuses a mix)
+        assert end is None or isinstance(end, datetime)
+        stamps = sorted(
+            (int(h["version"]), datetime.fromtimestamp(int(h["timestamp"]) / 1000, tz=UTC))
+            for h in _history(source)
         )
-        stamps = sorted((int(h["version"]), h["timestamp"].replace(tzinfo=UTC)) for h in history)
-        inside = [
-            v for v, at in stamps if at >= self.start and (self.end is None or at < self.end) and v <= pinned
-        ]
+        inside = [v for v, at in stamps if at >= start and (end is None or at < end) and v <= pinned]
         return (inside[0], inside[-1]) if inside else (pinned + 1, pinned)
+
+
+def _history(source: Source) -> list[dict[str, Any]]:
+    """The table's commits (version, timestamp in ms), newest first, as delta-rs reads its log."""
+    from deltalake import DeltaTable
+
+    try:
+        return DeltaTable(source.path).history()
+    except Exception as exc:  # noqa: BLE001 - delta-rs: no table, or a log it cannot read
+        raise RepairError(
+            f"the history of {source.path} cannot be read ({type(exc).__name__}: {exc})".splitlines()[0],
+            where=f"source '{source.name}'",
+            fix="check the source's path in the spec; a repair by timestamp reads each source's commit times",
+        ) from exc
 
 
 def requested_repair(

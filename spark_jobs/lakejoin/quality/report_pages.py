@@ -230,10 +230,13 @@ def view_index(
     return document(f"{pipeline} / {view}", "".join(body))
 
 
-def pipeline_index(pipeline: str, views: list[ViewRow], explain: str | None = None) -> str:
+def pipeline_index(
+    pipeline: str, views: list[ViewRow], explain: str | None = None, plan: str | None = None
+) -> str:
     """A pipeline's page: each view's last checked batch, its result, its last commit; with
     `explain` (the address of the explain page, which only the Airflow plugin serves), a link to
-    it and, on each view's line, to it with the view chosen."""
+    it and, on each view's line, to it with the view chosen; with `plan` (the plan page's, the
+    plugin's too), a link to what the next batches would do."""
     rows = []
     for v in views:
         r = v.report
@@ -278,5 +281,6 @@ def pipeline_index(pipeline: str, views: list[ViewRow], explain: str | None = No
             if explain
             else ""
         )
+        + (f"<p>{link(plan, 'Plan')}: what the next batch of each view would do, and why</p>" if plan else "")
     )
     return document(f"lakejoin {pipeline}", body)

@@ -155,10 +155,14 @@ def write_pipeline_index(spec: PipelineSpec, histories: Histories) -> Path:
 
 
 def pipeline_index_page(
-    spec: PipelineSpec, histories: Histories | None = None, *, explain: str | None = None
+    spec: PipelineSpec,
+    histories: Histories | None = None,
+    *,
+    explain: str | None = None,
+    plan: str | None = None,
 ) -> str:
     """The pipeline's index as of now (the Airflow plugin renders it on each request, with
-    `explain`, the address of its explain page)."""
+    `explain` and `plan`, the addresses of its explain and plan pages)."""
     histories = batch_histories(spec) if histories is None else histories
     rows = []
     for view in spec.view_order():
@@ -175,7 +179,7 @@ def pipeline_index_page(
                 record_status=_record_status(history[-1], report) if history else None,
             )
         )
-    return report_pages.pipeline_index(spec.name, rows, explain)
+    return report_pages.pipeline_index(spec.name, rows, explain, plan)
 
 
 def _record_status(last: BatchRecord, report: dict[str, Any] | None) -> str:

@@ -114,6 +114,33 @@ def atomic_columns(source: DataFrame) -> bool:
     return all(leaves_atomic(f.dataType) for f in source.schema.fields)
 
 
+def atomic_arrow(schema: Any) -> bool:
+    """`atomic_columns` of the table's own Arrow schema (delta-rs): what `lakejoin plan` asks of
+    an output before a batch has its rows. The same types: Spark's timestamp is Arrow's with a
+    time zone; one without (timestamp_ntz), binary and maps are not atomic."""
+    import pyarrow as pa
+
+    def leaves_atomic(kind: Any) -> bool:
+        if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+            return leaves_atomic(kind.value_type)
+        if pa.types.is_struct(kind):
+            return all(leaves_atomic(kind.field(i).type) for i in range(kind.num_fields))
+        if pa.types.is_timestamp(kind):
+            return kind.tz is not None
+        return bool(
+            pa.types.is_boolean(kind)
+            or pa.types.is_date(kind)
+            or pa.types.is_decimal(kind)
+            or pa.types.is_floating(kind)
+            or pa.types.is_integer(kind)
+            or pa.types.is_string(kind)
+            or pa.types.is_large_string(kind)
+            or pa.types.is_string_view(kind)
+        )
+
+    return all(leaves_atomic(field.type) for field in pa.schema(schema))
+
+
 def writes_table(table: DeltaTable) -> bool:
     """Whether delta-rs may MERGE into `table` (its loaded log): its protocol and schema."""
     protocol = table.protocol()

@@ -31,6 +31,7 @@ from lakejoin.spec.explained import Ask, Reading
 from lakejoin.spec.model import PipelineSpec, Source, View
 from lakejoin.spec.registry import KINDS
 from lakejoin.views.context import STATE, Derivation
+from lakejoin.views.fanout import FanOutRule, rule_fans_out
 from lakejoin.views.reads import Affected, Reach, Route, affected_rows, reached
 
 if TYPE_CHECKING:
@@ -230,11 +231,18 @@ class ViewKindLogic(ABC, Generic[I]):
         (`reads.reached`)."""
         return reached(ctx, self.driving, self.routes, changes, driving_first=self.driving_first)
 
+    @property
+    def fanout(self) -> FanOutRule | None:
+        """The kind's fan-out rule (views/fanout.py): which side's rows the changes of its
+        routes reach, and its settings. None: a kind without routes, which never recomputes in
+        full for a fan-out."""
+        return None
+
     def fans_out(self, ctx: BatchContext, reach: Reach, metrics: dict[str, int]) -> bool:
         """Whether the changes reach so many driving rows that the batch recomputes the whole
-        view instead (views/fanout.py, with the kind's settings and words, its figures put in
-        `metrics`). A kind without routes never does."""
-        return False
+        view instead (the kind's `fanout` rule, its figures put in `metrics`)."""
+        rule = self.fanout
+        return rule is not None and rule_fans_out(ctx, rule, reach.count, metrics)
 
     def affected(self, ctx: BatchContext, changes: Mapping[str, DataFrame], reach: Reach) -> Affected:
         """The affected driving keys and their rows (`reads.affected_rows`)."""

@@ -44,10 +44,10 @@ from lakejoin.spec.model import Dimension, EnrichMode, JoinHow, Key, PipelineSpe
 from lakejoin.views.base import Gathered, Rebuilt, ViewKindLogic, held_rows
 from lakejoin.views.context import BatchContext
 from lakejoin.views.explained import driving, looked_up
-from lakejoin.views.fanout import fans_out
+from lakejoin.views.fanout import FanOutRule
 from lakejoin.views.health_flags import flag
 from lakejoin.views.joins import Flags, JoinStrategy, SideRows, joined, previous_rows
-from lakejoin.views.reads import Affected, Reach, Route, fk_referenced_rows, fk_route
+from lakejoin.views.reads import Affected, Route, fk_referenced_rows, fk_route
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -153,17 +153,15 @@ class EnrichView(ViewKindLogic[EnrichRows]):
 
     # --- recompute -------------------------------------------------------------------------
 
-    def fans_out(self, ctx: BatchContext, reach: Reach, metrics: dict[str, int]) -> bool:
+    @property
+    def fanout(self) -> FanOutRule | None:
         # Lookup has no routes: it never applies the fan-out rule.
-        return self.propagate and fans_out(
-            ctx,
-            self.fact,
-            reach.count,
-            self.enrich.fanout_threshold,
-            metrics,
-            changed="dimension keys",
-            of="facts",
-            min_rows=self.enrich.fanout_min_rows,
+        if not self.propagate:
+            return None
+        dimensions = tuple(self.table(d) for d in self.enrich.dimensions)
+        e = self.enrich
+        return FanOutRule(
+            self.fact, dimensions, e.fanout_threshold, e.fanout_min_rows, "dimension keys", "facts"
         )
 
     def gather(

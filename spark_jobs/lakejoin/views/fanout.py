@@ -8,6 +8,7 @@ view kinds because the rule, its figures and its note in the batch report are th
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from lakejoin.delta.sources import logged_row_count
@@ -25,6 +26,28 @@ class FanOutSettings(Protocol):
 
     @property
     def fanout_min_rows(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class FanOutRule:
+    """A kind's fan-out rule, as data: the `many` side whose rows the changes of the `ones`
+    reach, the view's settings, and the words its note uses. The batch applies it with the
+    reach it counted (`fans_out`); `lakejoin plan` with the reach it estimates from the logs
+    (engine/next_batch.py): both decide with `recomputes_in_full`."""
+
+    many: Source
+    ones: tuple[Source, ...]
+    threshold: float
+    min_rows: int
+    changed: str  # what changed on the one side ("right keys")
+    of: str  # what they reach on the many side ("left rows")
+
+    @classmethod
+    def of_join(
+        cls, left: Source, right: Source, join: FanOutSettings, *, of: str = "left rows"
+    ) -> FanOutRule:
+        """The rule of the two joins: the changed right keys reach left rows."""
+        return cls(left, (right,), join.fanout_threshold, join.fanout_min_rows, "right keys", "left rows")
 
 
 def recomputes_in_full(reached: int, rows: int, threshold: float, min_rows: int = 0) -> bool:
@@ -92,18 +115,15 @@ def fans_out(
     return full
 
 
-def left_rows_fan_out(
-    ctx: BatchContext, left: Source, join: FanOutSettings, reached: int, counts: dict[str, int]
-) -> bool:
-    """The fan-out rule of the two joins: the changed right keys reach `reached` of the `left`
-    rows, with the `join`'s settings (`fans_out`)."""
+def rule_fans_out(ctx: BatchContext, rule: FanOutRule, reached: int, counts: dict[str, int]) -> bool:
+    """`fans_out` with a kind's `rule`."""
     return fans_out(
         ctx,
-        left,
+        rule.many,
         reached,
-        join.fanout_threshold,
+        rule.threshold,
         counts,
-        changed="right keys",
-        of="left rows",
-        min_rows=join.fanout_min_rows,
+        changed=rule.changed,
+        of=rule.of,
+        min_rows=rule.min_rows,
     )

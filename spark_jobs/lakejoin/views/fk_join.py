@@ -23,11 +23,11 @@ from lakejoin.spec.model import FkJoin, JoinHow, Key, PipelineSpec, View
 from lakejoin.views.base import Gathered, LeftRightLogic, Rebuilt, held_rows
 from lakejoin.views.context import BatchContext
 from lakejoin.views.explained import driving, looked_up
-from lakejoin.views.fanout import left_rows_fan_out
+from lakejoin.views.fanout import FanOutRule
 from lakejoin.views.health_flags import flag
 from lakejoin.views.joins import Flags, SideRows, joined, previous_rows
 from lakejoin.views.joins import referenced_right_rows as referenced_right_rows  # tests/steps take it here
-from lakejoin.views.reads import Affected, Reach, Route, fk_referenced_rows, fk_route
+from lakejoin.views.reads import Affected, Route, fk_referenced_rows, fk_route
 from lakejoin.views.reads import affected_keys as affected_keys  # tests/steps take it from here
 
 if TYPE_CHECKING:
@@ -91,10 +91,11 @@ class FkJoinView(LeftRightLogic[JoinRows]):
         """A right change reaches the left rows whose fk holds its key at the pin."""
         return (fk_route(self.right, self.join.fk, self.left),)
 
-    def fans_out(self, ctx: BatchContext, reach: Reach, metrics: dict[str, int]) -> bool:
+    @property
+    def fanout(self) -> FanOutRule:
         # A right row referenced by many left rows (a popular customer) can reach a large
         # share of the output: then one recompute beats routing every key.
-        return left_rows_fan_out(ctx, self.left, self.join, reach.count, metrics)
+        return FanOutRule.of_join(self.left, self.right, self.join)
 
     def gather(
         self, ctx: BatchContext, changes: Mapping[str, DataFrame], affected: Affected, metrics: dict[str, int]

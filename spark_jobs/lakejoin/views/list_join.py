@@ -41,10 +41,10 @@ from lakejoin.spec.model import Duplicates, JoinHow, Key, ListJoin, PipelineSpec
 from lakejoin.views.base import Gathered, LeftRightLogic, Rebuilt, held_rows
 from lakejoin.views.context import BatchContext
 from lakejoin.views.explained import driving, pin, read_rows
-from lakejoin.views.fanout import left_rows_fan_out
+from lakejoin.views.fanout import FanOutRule
 from lakejoin.views.health_flags import KEEP, flag
 from lakejoin.views.joins import matching, previous_rows
-from lakejoin.views.reads import Affected, Reach, Route, referenced_rows
+from lakejoin.views.reads import Affected, Route, referenced_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -274,10 +274,11 @@ class ListJoinView(LeftRightLogic[ListRows]):
             ]
         return joined.select(*columns)
 
-    def fans_out(self, ctx: BatchContext, reach: Reach, metrics: dict[str, int]) -> bool:
+    @property
+    def fanout(self) -> FanOutRule:
         # An element held by many lists (a popular tag) can reach a large share of the
         # output: then one recompute beats re-joining every list that holds it.
-        return left_rows_fan_out(ctx, self.left, self.join, reach.count, metrics)
+        return FanOutRule.of_join(self.left, self.right, self.join)
 
     def gather(
         self, ctx: BatchContext, changes: Mapping[str, DataFrame], affected: Affected, metrics: dict[str, int]

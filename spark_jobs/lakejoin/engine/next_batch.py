@@ -1,0 +1,531 @@
+"""What the next batch of each view would do, and why, before it runs (`lakejoin plan`, the
+reports plugin's plan page, and the log line a batch writes before its first Spark job): from
+the Delta logs, their commits' operation metrics and their file statistics alone (delta-rs), no
+JVM and no data read.
+
+Every decision it reports is the run's own function, given what the logs say:
+- nothing new, incremental, full refresh, repair, or a refusal with its fix: `plan_batch` /
+  `plan_repair` (engine/plan.py), which every batch calls first;
+- a full recompute for a fan-out: `views/fanout.recomputes_in_full`, with the reach estimated
+  (the batch counts it; `FanOut.how` says how the estimate was made);
+- the write: `sink/strategy.choose_output`, with the key count estimated from the change rows
+  and lakejoin's default write settings (a session may set others: spark.lakejoin.*).
+The estimates are labelled as such; tests/scenarios/test_plan.py compares each plan with what
+the following run did, for every kind.
+
+>>> plans = plan_views(spec)                                  # doctest: +SKIP
+>>> plans["display_products"].line()                          # doctest: +SKIP
+'display_products: incremental, batch 8: new versions: merchants 4..5 (2 change rows); ...'
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import statistics
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from lakejoin.delta.identity import TableLog
+from lakejoin.delta.log import BatchLog
+from lakejoin.delta.plans import BatchPlan, Skip
+from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus
+from lakejoin.delta.sources import logged_row_count
+from lakejoin.engine.kinds import view_logic
+from lakejoin.engine.plan import logged_changes, plan_batch, plan_repair
+from lakejoin.errors import LakejoinError
+from lakejoin.sink import driver_merge, spark_merge
+from lakejoin.sink.strategy import OutputFacts, choose_output
+from lakejoin.spec.model import PipelineSpec, Source, View
+from lakejoin.views.fanout import FanOutRule, recomputes_in_full
+
+if TYPE_CHECKING:
+    from lakejoin.engine.repair import RepairRange
+    from lakejoin.views.base import ViewKindLogic
+
+
+class Action(enum.Enum):
+    """What the next batch of a view does."""
+
+    NOTHING_NEW = "nothing new"  # no Spark job: the run skips the view
+    INCREMENTAL = "incremental"  # the changed keys' rows recomputed
+    FULL_RECOMPUTE = "full recompute"  # an incremental batch whose changes fan out: every key recomputed
+    FULL_REFRESH = "full refresh"  # every key recomputed at the new versions
+    REPAIR = "repair"  # a range's keys re-derived at the last batch's pins
+    REFUSED = "refused"  # the run stops before any Spark job, with the fix
+
+
+@dataclass(frozen=True)
+class InputRange:
+    """What the batch reads of one input: versions `first`..`last` of its changes (`first` >
+    `last`: none), or its snapshot at `last` (`changes` False: a full recompute, or an input
+    whose changes the kind does not read), with the change rows the commits' metrics count
+    (None: a commit's metrics cannot say, or the range is not known yet); `upstream`: the view
+    that writes it, and `waits_for`, what that view's own next batch does first."""
+
+    source: str
+    first: int
+    last: int
+    changes: bool
+    change_rows: int | None
+    upstream: str | None = None
+    waits_for: str | None = None
+
+    def text(self) -> str:
+        if self.waits_for is not None:
+            return f"{self.source} after view {self.upstream}'s batch ({self.waits_for})"
+        if not self.changes:
+            return f"{self.source}@{self.last}"
+        if self.first > self.last:
+            return f"{self.source} none"
+        rows = "change rows unknown" if self.change_rows is None else f"{self.change_rows} change rows"
+        return f"{self.source} {self.first}..{self.last} ({rows})"
+
+
+@dataclass(frozen=True)
+class FanOut:
+    """The fan-out rule (views/fanout.py) applied to an estimate: the changed one-side rows
+    reach about `reached` of the many side's `rows`; `full` is the rule's verdict on it."""
+
+    reached: int
+    rows: int
+    threshold: float
+    min_rows: int
+    full: bool
+    how: str
+
+    @property
+    def share(self) -> float:
+        return self.reached / self.rows if self.rows else 0.0
+
+    def text(self) -> str:
+        verdict = "above" if self.full else "within"
+        floor = f", floor {self.min_rows:,} rows" if self.min_rows else ""
+        return (
+            f"fan-out estimated at {self.reached:,} of {self.rows:,} rows ({self.share:.1%}), {verdict} "
+            f"the threshold of {self.threshold:.0%}{floor} ({self.how})"
+        )
+
+
+@dataclass(frozen=True)
+class TimeEstimate:
+    """The batch's seconds, estimated from the view's own batches of a similar size: the median
+    of their phases' seconds (Spark's start not included)."""
+
+    seconds: float
+    batches: tuple[int, ...]
+    how: str
+
+    def text(self) -> str:
+        return f"about {self.seconds:.1f} s (estimate: {self.how})"
+
+
+@dataclass(frozen=True)
+class NextBatch:
+    """What the next batch of `view` does and why, and what it reads and writes."""
+
+    view: str
+    kind: str
+    action: Action
+    reason: str
+    batch_id: int | None = None
+    inputs: tuple[InputRange, ...] = ()
+    fanout: FanOut | None = None
+    write: str | None = None
+    estimate: TimeEstimate | None = None
+    fix: str | None = None  # a refusal's fix
+    notes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def has_work(self) -> bool:
+        return self.action not in (Action.NOTHING_NEW, Action.REFUSED)
+
+    def line(self) -> str:
+        """The plan on one line (the Airflow task's log, the CLI's --view)."""
+        parts = [f"{self.view}: {self.action.value}"]
+        if self.batch_id is not None and self.has_work:
+            parts[0] += f", batch {self.batch_id}"
+        parts.append(self.reason)
+        if self.inputs and self.has_work:
+            parts.append("reads " + ", ".join(i.text() for i in self.inputs))
+        if self.fanout is not None:
+            parts.append(self.fanout.text())
+        if self.write is not None:
+            parts.append(f"write {self.write}")
+        if self.estimate is not None:
+            parts.append(self.estimate.text())
+        if self.fix:
+            parts.append(f"fix: {self.fix}")
+        return "; ".join(parts)
+
+    def document(self) -> dict[str, Any]:
+        """The plan as `lakejoin plan --json` prints it (spec/plan.schema.json)."""
+        return {
+            "view": self.view,
+            "kind": self.kind,
+            "action": self.action.value,
+            "reason": self.reason,
+            "batch_id": self.batch_id,
+            "inputs": [
+                {
+                    "source": i.source,
+                    "first": i.first,
+                    "last": i.last,
+                    "changes": i.changes,
+                    "change_rows": i.change_rows,
+                    "upstream": i.upstream,
+                    "waits_for": i.waits_for,
+                }
+                for i in self.inputs
+            ],
+            "fanout": None
+            if self.fanout is None
+            else {
+                "reached": self.fanout.reached,
+                "rows": self.fanout.rows,
+                "share": round(self.fanout.share, 6),
+                "threshold": self.fanout.threshold,
+                "min_rows": self.fanout.min_rows,
+                "full_recompute": self.fanout.full,
+                "estimated_by": self.fanout.how,
+            },
+            "write": self.write,
+            "estimate": None
+            if self.estimate is None
+            else {
+                "seconds": round(self.estimate.seconds, 3),
+                "from_batches": list(self.estimate.batches),
+                "how": self.estimate.how,
+            },
+            "fix": self.fix,
+            "notes": dict(self.notes),
+        }
+
+
+def plan_views(
+    spec: PipelineSpec,
+    views: Collection[str] | None = None,
+    *,
+    full_refresh: bool = False,
+    repair: RepairRange | None = None,
+    log: BatchLog | None = None,
+) -> dict[str, NextBatch]:
+    """The next batch of each view in `views` (default: all), in dependency order, as a run of
+    them would take it (`full_refresh`, `repair`: as `lakejoin run` is asked). A view that reads
+    another is planned after it: when that one has work, this one reads what it commits."""
+    log = log or BatchLog.of(spec)
+    shown = set(views or spec.view_order())
+    needed = set(shown)
+    for name in reversed(spec.view_order()):  # and the views they read, which run first
+        if name in needed:
+            needed.update(spec.upstream_views(name))
+    histories = log.histories([v for v in spec.view_order() if v in needed])
+    plans: dict[str, NextBatch] = {}
+    for name in spec.view_order():
+        if name not in needed:
+            continue
+        upstream = {u: plans[u] for u in spec.upstream_views(name)}
+        plans[name] = next_batch(
+            spec,
+            spec.views[name],
+            log,
+            histories.get(name, []),
+            upstream,
+            full_refresh=full_refresh,
+            repair=repair,
+        )
+    return {name: plan for name, plan in plans.items() if name in shown}
+
+
+def next_batch(
+    spec: PipelineSpec,
+    view: View,
+    log: BatchLog,
+    history: list[BatchRecord],
+    upstream: Mapping[str, NextBatch],
+    *,
+    full_refresh: bool = False,
+    repair: RepairRange | None = None,
+) -> NextBatch:
+    """The next batch of `view` (`history`: its batch log rows; `upstream`: the plans of the
+    views it reads that run before it in the same run)."""
+    kind = view_logic(spec, view)
+    pending = {u: p for u, p in upstream.items() if p.has_work}
+    try:
+        planned = (
+            plan_repair(spec, view, kind, log, repair)
+            if repair is not None
+            else plan_batch(spec, view, kind, log, full_refresh=full_refresh)
+        )
+    except LakejoinError as exc:
+        if pending and "has no committed batch" in exc.what:  # its first batch follows the upstream's
+            reason = "its first batch, after " + ", ".join(f"view {u}'s" for u in pending)
+            return NextBatch(view.name, view.kind.value, Action.FULL_REFRESH, reason)
+        return NextBatch(view.name, view.kind.value, Action.REFUSED, exc.what, fix=exc.fix or None)
+    return Planner(spec, view, kind, history, pending, planned).next_batch()
+
+
+class Planner:
+    """One view's next batch from its plan (`planned`), with the estimates the logs allow."""
+
+    def __init__(
+        self,
+        spec: PipelineSpec,
+        view: View,
+        kind: ViewKindLogic,
+        history: list[BatchRecord],
+        pending: Mapping[str, NextBatch],
+        planned: BatchPlan | Skip,
+    ) -> None:
+        self.spec, self.view, self.kind = spec, view, kind
+        self.history, self.pending, self.planned = history, pending, planned
+        self._logs: dict[str, TableLog | None] = {}  # each input's log, read once
+
+    def next_batch(self) -> NextBatch:
+        p = self.planned
+        name, kind = self.view.name, self.view.kind.value
+        if isinstance(p, Skip):
+            if not self.pending:
+                return NextBatch(name, kind, Action.NOTHING_NEW, p.reason, inputs=self.inputs(None))
+            reason = "nothing new of its own; " + self._waits()
+            action = Action.INCREMENTAL
+            return NextBatch(name, kind, action, reason, inputs=self.inputs(None), write=None)
+        fanout = self.fanout(p) if p.mode is BatchMode.INCREMENTAL else None
+        action = {
+            BatchMode.INCREMENTAL: Action.INCREMENTAL,
+            BatchMode.FULL_REFRESH: Action.FULL_REFRESH,
+            BatchMode.REPAIR: Action.REPAIR,
+        }[p.mode]
+        if fanout is not None and fanout.full:
+            action = Action.FULL_RECOMPUTE
+        reason = self.reason(p)
+        if self.pending:
+            reason += "; " + self._waits()
+        return NextBatch(
+            name,
+            kind,
+            action,
+            reason,
+            batch_id=p.batch_id,
+            inputs=self.inputs(p),
+            fanout=fanout,
+            write=self.write(p, action, fanout),
+            estimate=self.estimate(p, action),
+            notes=dict(p.notes),
+        )
+
+    def _waits(self) -> str:
+        return "waits for " + ", ".join(f"view {u} ({n.action.value})" for u, n in self.pending.items())
+
+    def reason(self, p: BatchPlan) -> str:
+        for why in ("repair", "replaced", "definition"):
+            if why in p.notes:
+                return p.notes[why]
+        if p.mode is BatchMode.FULL_REFRESH:
+            return "asked (--full-refresh)" if p.start_versions else "the view's first batch"
+        moved = [
+            f"{s.name} {p.start_versions.get(s.name, -1) + 1}..{p.pinned_versions[s.name]}"
+            for s in self.kind.change_sources
+            if p.start_versions.get(s.name, -1) != p.pinned_versions[s.name]
+        ]
+        return "new versions: " + ", ".join(moved) if moved else "new versions"
+
+    def inputs(self, p: BatchPlan | None) -> tuple[InputRange, ...]:
+        planned = self.planned
+        start, pinned = planned.start_versions, planned.pinned_versions
+        reads_changes = p is not None and p.mode is not BatchMode.FULL_REFRESH
+        change_sources = {s.name for s in self.kind.change_sources}
+        ranges = []
+        for source in self.kind.sources:
+            first, last = start.get(source.name, -1) + 1, pinned[source.name]
+            if p is not None and p.mode is BatchMode.REPAIR:
+                last = p.repair_ends.get(source.name, last)
+            changes = reads_changes and source.name in change_sources
+            rows = self.change_rows(source) if changes else None
+            if p is None:  # nothing new: the range is empty
+                changes, rows = True, 0
+            waits = self.pending.get(source.upstream) if source.upstream else None
+            ranges.append(
+                InputRange(
+                    source.name,
+                    first,
+                    last,
+                    changes,
+                    rows,
+                    upstream=source.upstream,
+                    waits_for=waits.action.value if waits is not None else None,
+                )
+            )
+        return tuple(ranges)
+
+    def change_rows(self, source: Source, *, updated_once: bool = False) -> int | None:
+        """The change rows of `source` in the batch's range, from the commits' metrics."""
+        p = self.planned
+        after, upto = p.start_versions.get(source.name, -1), p.pinned_versions[source.name]
+        if isinstance(p, BatchPlan) and p.mode is BatchMode.REPAIR:
+            upto = p.repair_ends.get(source.name, upto)
+        if not updated_once and isinstance(p, BatchPlan) and source.name in p.change_rows:
+            return p.change_rows[source.name]
+        return logged_changes(self._log(source.path), after, upto, updated_once=updated_once)
+
+    def _log(self, path: str) -> TableLog | None:
+        if path not in self._logs:
+            self._logs[path] = TableLog.at(path)
+        return self._logs[path]
+
+    # --- the fan-out rule, on an estimate -------------------------------------------------
+
+    def fanout(self, p: BatchPlan) -> FanOut | None:
+        """The fan-out rule of the kind (None: it has none, or no one-side row changed), on the
+        reach estimated from the changed one-side rows: as the view's own batches found it (left
+        rows per changed key), or, before any did, as a uniform spread of the many side's keys."""
+        rule: FanOutRule | None = self.kind.fanout
+        if rule is None:
+            return None
+        changed = [self.change_rows(one, updated_once=True) for one in rule.ones]
+        if not any(changed):
+            return None
+        many_rows = logged_row_count(rule.many.path, p.pinned_versions[rule.many.name]) or 0
+        if None in changed:
+            return FanOut(
+                many_rows, many_rows, rule.threshold, rule.min_rows,
+                recomputes_in_full(many_rows, many_rows, rule.threshold, rule.min_rows),
+                "a commit's metrics do not count its rows: every row assumed reached",
+            )  # fmt: skip
+        keys = sum(c or 0 for c in changed)
+        observed = self._observed_reach(rule)
+        if observed is not None:
+            per_key, batches = observed
+            reached = min(many_rows, round(keys * per_key))
+            how = (
+                f"{keys:,} changed {rule.changed} x {per_key:,.1f} {rule.of} each, as the view's "
+                f"batches {', '.join(map(str, batches))} found"
+            )
+        else:
+            one_rows = sum(logged_row_count(o.path, p.pinned_versions[o.name]) or 0 for o in rule.ones)
+            share = min(1.0, keys / one_rows) if one_rows else 1.0
+            reached = round(share * many_rows)
+            how = (
+                f"{keys:,} of {one_rows:,} one-side rows changed, spread evenly over the {rule.of}: "
+                "no batch of the view has measured its fan-out yet"
+            )
+        full = recomputes_in_full(reached, many_rows, rule.threshold, rule.min_rows)
+        return FanOut(reached, many_rows, rule.threshold, rule.min_rows, full, how)
+
+    def _observed_reach(self, rule: FanOutRule) -> tuple[float, tuple[int, ...]] | None:
+        """Many-side rows reached per changed one-side key, the median of the view's last five
+        incremental batches that counted both (None: none did)."""
+        found = []
+        for r in reversed(self.history):
+            keys = sum(r.metrics.get(f"changed_keys.{o.name}", 0) for o in rule.ones)
+            if r.mode is BatchMode.INCREMENTAL and keys and r.metrics.get("fanout_facts"):
+                found.append((r.metrics["fanout_facts"] / keys, r.batch_id))
+            if len(found) == 5:
+                break
+        if not found:
+            return None
+        return statistics.median(f for f, _ in found), tuple(sorted(b for _, b in found))
+
+    # --- the write ------------------------------------------------------------------------
+
+    def write(self, p: BatchPlan, action: Action, fanout: FanOut | None) -> str:
+        """The output's write strategy (`choose_output`), with the batch's keys estimated."""
+        output = OutputLog(self.view.path)
+        full = action in (Action.FULL_REFRESH, Action.FULL_RECOMPUTE)
+        counted = None
+        if not full:
+            counted = sum(self.change_rows(s, updated_once=True) or 0 for s in [self.kind.driving])
+            counted += fanout.reached if fanout is not None else 0
+        told = OutputFacts(full, None, p.rewrite, counted, DefaultSettings(), output)
+        return choose_output(told, keys=lambda: counted if counted is not None else output.rows).value
+
+    # --- the time -------------------------------------------------------------------------
+
+    def estimate(self, p: BatchPlan, action: Action) -> TimeEstimate | None:
+        """The median seconds of the view's (up to) three batches of the same action nearest in
+        size (changed keys, on a log scale); None before the view has one."""
+        size = sum(self.change_rows(s, updated_once=True) or 0 for s in self.kind.change_sources)
+        alike = [r for r in self.history if _seconds(r) is not None and _action_of(r) is action]
+        if not alike:
+            return None
+
+        def distance(r: BatchRecord) -> tuple[float, int]:
+            keys = sum(n for k, n in r.metrics.items() if k.startswith("changed_keys."))
+            return abs(math.log1p(keys) - math.log1p(size)), -r.batch_id
+
+        nearest = sorted(alike, key=distance)[:3]
+        seconds = statistics.median(_seconds(r) or 0.0 for r in nearest)
+        ids = tuple(sorted(r.batch_id for r in nearest))
+        sizes = sorted(sum(n for k, n in r.metrics.items() if k.startswith("changed_keys.")) for r in nearest)
+        span = f"{sizes[0]:,}" if sizes[0] == sizes[-1] else f"{sizes[0]:,}-{sizes[-1]:,}"
+        what = "of its" if action in (Action.INCREMENTAL, Action.REPAIR) else "of"
+        how = (
+            f"the median {what} batches {', '.join(map(str, ids))} ({action.value}, {span} changed keys; "
+            f"this one ~{size:,} change rows), Spark's start not included"
+        )
+        return TimeEstimate(seconds, ids, how)
+
+
+def _seconds(record: BatchRecord) -> float | None:
+    phases = [n for k, n in record.metrics.items() if k.startswith("ms.")]
+    if record.status is BatchStatus.ABANDONED or not phases:
+        return None
+    return sum(phases) / 1000
+
+
+def _action_of(record: BatchRecord) -> Action:
+    if record.mode is BatchMode.FULL_REFRESH:
+        return Action.FULL_REFRESH
+    if record.mode is BatchMode.REPAIR:
+        return Action.REPAIR
+    return Action.FULL_RECOMPUTE if record.metrics.get("full_recompute") else Action.INCREMENTAL
+
+
+class DefaultSettings:
+    """sink/strategy.OutputSettings at lakejoin's defaults (the plan has no Spark session to read
+    a session's spark.lakejoin.* settings from): the upsert, the driver's MERGE and key ranges
+    on (each module's conf reads "true" when unset), its sizes at the modules' defaults."""
+
+    upsert = True
+    listed_max_keys = spark_merge.ONE_MERGE_DEFAULT
+    driver = True
+    driver_max_keys = driver_merge.MAX_KEYS_DEFAULT
+    driver_max_rows = driver_merge.MAX_ROWS_DEFAULT
+    key_ranges = True
+
+
+class OutputLog:
+    """sink/strategy.OutputLog of a view's output from its Delta log (delta-rs): what the batch's
+    write asks of it. A view without an output yet holds no file and no row."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+
+    @cached_property
+    def _table(self) -> Any:  # noqa: ANN401 - a deltalake.DeltaTable, or None
+        from deltalake import DeltaTable
+
+        return DeltaTable(self._path) if DeltaTable.is_deltatable(self._path) else None
+
+    @cached_property
+    def _files(self) -> Any:  # noqa: ANN401 - a pyarrow.Table
+        import pyarrow as pa
+
+        return pa.table(self._table.get_add_actions(flatten=True)) if self._table is not None else None
+
+    @cached_property
+    def driver_writes(self) -> bool:
+        if self._table is None:
+            return False
+        atomic = driver_merge.atomic_arrow(self._table.schema().to_arrow())
+        return atomic and driver_merge.writes_table(self._table)
+
+    @cached_property
+    def rows(self) -> int:
+        return driver_merge.logged_rows(self._files) if self._files is not None else 0
+
+    @cached_property
+    def files(self) -> int:
+        return int(self._files.num_rows) if self._files is not None else 0
