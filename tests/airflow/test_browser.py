@@ -2,7 +2,7 @@
 
 Airflow (`tests/airflow_server.py`) runs on loopback with its own home and one tiny pipeline;
 Playwright drives Debian's Chromium (`make test` installs it with `scripts/install-test-tools.sh`).
-Each step leaves a screenshot in `docs/screenshots/`, which the README shows.
+Each step leaves a screenshot in `docs/screenshots/`, which the guide shows (docs/airflow.md).
 """
 
 from __future__ import annotations
@@ -332,7 +332,7 @@ def test_the_ui_runs_a_pipeline_and_shows_its_quality_report(shop, airflow, brow
         expect(page.get_by_text(re.compile(r"^success$", re.IGNORECASE)).first).to_be_visible()
         _shot(page, "05-run-succeeded")
         batch_id = _assert_the_view_was_built(*shop, airflow)
-        page.goto(f"/dags/{DAG_ID}")  # the DAG with its run, for the README
+        page.goto(f"/dags/{DAG_ID}")  # the DAG with its run, for the guide
         expect(page.get_by_role("link", name=VIEW, exact=True)).to_be_visible()
         _shot(page, "03-dag")
 

@@ -260,7 +260,7 @@ def test_an_fk_join_batch_of_recent_products_reads_no_old_file_of_source_or_outp
         .option("maxRecordsPerFile", 100)
         .save(lake.path("products"))
     )
-    # The audit reads every file on purpose (README, "The audit"): this test is about the batch's.
+    # The audit reads every file on purpose (docs/audit.md): this test is about the batch's.
     spec = lake.spec()  # audit: off
     lake.run(spec)
     lake.upsert("products", "product_id", [(f"p{i:03d}", "renamed", 1.0, "m2") for i in range(390, 405)])

@@ -1,4 +1,4 @@
-"""docker-compose.yaml is valid for Compose, runs what the README says it runs, and is safe as
+"""docker-compose.yaml is valid for Compose, runs what docs/containers.md says it runs, and is safe as
 shipped: no secret in the file (each is a required variable, from the `.env` that
 scripts/compose-env.sh writes), every published port on 127.0.0.1, the Spark master's 7077 not
 published and its RPC authenticated.

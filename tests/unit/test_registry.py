@@ -2,8 +2,8 @@
 its logic path names a ViewKindLogic, and its labels cover every metric its logic reports; and
 each kind's declarations (spec/kinds/<kind>.py, issue 53) agree with the code that acts on them:
 the health flags and counts its logic writes, its fan-out rule, its checks, its settings, its
-output key wherever it is read, and the README's health table. No JVM: the kinds' modules are
-imported, never run."""
+output key wherever it is read, and the health table of the guide (docs/join-health.md). No JVM:
+the kinds' modules are imported, never run."""
 
 from __future__ import annotations
 
@@ -210,9 +210,9 @@ def test_a_views_output_key_is_the_same_wherever_it_is_read(name):
     assert bool(logic.state_tables("s")) == (KINDS[view.kind].state is not None)
 
 
-def test_the_readme_health_table_names_each_kinds_measures_and_its_waiting_one():
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme.split("### Join health", 1)[1].split("\n\n", 2)[1]
+def test_the_guide_health_table_names_each_kinds_measures_and_its_waiting_one():
+    page = (Path(__file__).resolve().parents[2] / "docs" / "join-health.md").read_text()
+    section = "| kind |" + page.split("\n| kind |", 1)[1].split("\n\n", 1)[0]
     rows = [
         line.split("|")[1:4] for line in section.splitlines() if line.startswith("| ") and "---" not in line
     ]
@@ -268,10 +268,10 @@ PLACES = (
 
 
 @pytest.mark.parametrize("kind", list(ViewKind), ids=lambda k: k.value)
-def test_a_kind_is_named_in_the_places_the_readme_lists_and_nowhere_else(kind):
+def test_a_kind_is_named_in_the_places_the_code_map_lists_and_nowhere_else(kind):
     expected = {place.replace("<kind>", kind.value) for place in PLACES}
-    readme = (PACKAGE.parents[1] / "README.md").read_text()
-    adding = readme.split("A new view kind is:", 1)[1].split("\n\n", 1)[0]
+    code_map = (PACKAGE.parents[1] / "docs" / "code.md").read_text()
+    adding = code_map.split("A new view kind is:", 1)[1].split("\n\n", 1)[0]
 
     assert files_naming(kind) == expected
-    assert all(f"`{place}`" in adding for place in PLACES), "the README's list of places differs"
+    assert all(f"`{place}`" in adding for place in PLACES), "docs/code.md's list of places differs"

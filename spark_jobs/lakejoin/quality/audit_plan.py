@@ -77,8 +77,8 @@ def next_slice(history: list[BatchRecord], audit: Audit, batch_id: int) -> int |
 def refreshed_cost(refresh: BatchRecord) -> int:
     """What a view's first audit is taken to cost before one has run: the milliseconds its last
     full refresh spent deriving its rows (every phase but the plan and the write). A slice
-    derives its keys by the kind's full recompute, whose joins read whole tables (README, "The
-    audit"), so it costs about that."""
+    derives its keys by the kind's full recompute, whose joins read whole tables (docs/audit.md),
+    so it costs about that."""
     return sum(
         ms
         for name, ms in refresh.metrics.items()
