@@ -8,6 +8,7 @@ lakejoin plan pipelines/marketplace.yaml [--view NAME] [--json] [--full-refresh 
 lakejoin report pipelines/marketplace.yaml [--view NAME] [--last N]
 lakejoin explain pipelines/marketplace.yaml VIEW KEY... [--at VERSION] [--json]
 lakejoin audit pipelines/marketplace.yaml [--view NAME] [--full]
+lakejoin schema    (prints the spec's JSON Schema, for an editor: lakejoin/spec/pipeline.schema.json)
 
 A run ends with what committed, had nothing new, failed or was skipped (it reads a view that
 failed). Exit status: 0 when no view failed, 1 when one did, 2 for an error in the command or
@@ -114,6 +115,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="compare every key of the output with a recompute at its last batch's pins (Spark)",
     )
+    commands.add_parser("schema", help="print the JSON Schema of a pipeline spec (for an editor)")
     return parser
 
 
@@ -131,6 +133,11 @@ def _width(text: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
     args = _parser().parse_args(argv)
+    if args.command == "schema":  # no spec to read
+        from lakejoin.spec.json_schema import schema_text
+
+        sys.stdout.write(schema_text())
+        return 0
     console = Console()
     # lakejoin's own log lines (a log row not written, a view's failure) at INFO; Spark's own
     # log is set by the session (WARN, or INFO with --verbose).

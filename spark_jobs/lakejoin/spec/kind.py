@@ -1,8 +1,9 @@
 """What a view kind declares, as data: the types of its registry entry (spec/registry.py).
 
-Every per-kind table is derived from these entries: the measures a `health:` limit may name
-(spec/trust.py), the flagged and counted health measures, the waiting measure and the state
-table of each kind's batch logic (views/base.py), and the labels of its metrics.
+Every per-kind table is derived from these entries: the settings of its block (the parser's and
+the JSON Schema's), the measures a `health:` limit may name (spec/trust.py), the flagged and
+counted health measures, the waiting measure and the state table of each kind's batch logic
+(views/base.py), and the labels of its metrics.
 
 >>> m = Measure("null_fk", "left rows whose fk holds a null", from_changes=lambda d: (d.left, d.fk))
 >>> m.flagged
@@ -12,12 +13,13 @@ True
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from lakejoin.spec.column_lineage import ColumnLineage
 from lakejoin.spec.kind_parts import Known
 from lakejoin.spec.model import Key, PipelineSpec
+from lakejoin.spec.settings import Settings
 from lakejoin.spec.yaml_lines import SpecReader
 
 D = TypeVar("D")  # the kind's definition (spec/model.py): FkJoin for fk_join, ...
@@ -64,6 +66,9 @@ class Kind(Generic[D]):
     # The names of the checks its logic runs on the rows a batch writes (`Validation.name`: GE
     # suites and reports are named by them).
     validations: tuple[str, ...] = ()
+    # The settings of its block (`fk_join: {...}`): the keys its parser accepts, their defaults
+    # and bounds, and what the JSON Schema says of each (spec/json_schema.py).
+    settings: Settings = field(kw_only=True)
 
     def limits(self) -> dict[str, str]:
         """What a `health:` limit of a view of this kind may name, and what each counts."""

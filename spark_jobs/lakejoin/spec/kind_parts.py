@@ -11,18 +11,44 @@ joined input carries.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from lakejoin.spec.model import FANOUT_MIN_ROWS, FANOUT_THRESHOLD, JoinHow, Key, PipelineSpec, Source, shown
+from lakejoin.spec.settings import Setting, Shape
 from lakejoin.spec.yaml_lines import SpecReader, describe
 
 Schemas = Mapping[str, Mapping[str, str]]  # each input's columns: name -> Spark type
 
-FANOUT = ("fanout_threshold", "fanout_min_rows")  # the fan-out rule's settings (views/fanout.py)
+# The fan-out rule's settings (views/fanout.py), in the kinds' settings that apply it.
+FANOUT_THRESHOLD_SETTING = Setting(
+    "fanout_threshold",
+    Shape.NUMBER,
+    "above this share of the rows that the other side's changes reach, a batch recomputes the view",
+    default=FANOUT_THRESHOLD,
+    least=0,
+    most=1,
+)
+FANOUT_MIN_ROWS_SETTING = Setting(
+    "fanout_min_rows",
+    Shape.WHOLE,
+    "a reach of at most this many rows is routed whatever its share (0: the share alone decides)",
+    default=FANOUT_MIN_ROWS,
+    least=0,
+)
+FANOUT_FIELDS = (FANOUT_THRESHOLD_SETTING, FANOUT_MIN_ROWS_SETTING)
+FANOUT = tuple(s.name for s in FANOUT_FIELDS)
 FANOUT_SETTINGS = frozenset(FANOUT)  # how a batch runs, never what it computes (spec/definition.py)
+
+# The settings fk_join and list_join declare alike.
+LEFT = Setting(
+    "left", Shape.NAME, "the left table: a source or a view; one output row per left row", required=True
+)
+RIGHT = Setting("right", Shape.NAME, "the right table: a source or a view", required=True)
+RIGHT_COLUMNS = Setting(
+    "right_columns", Shape.COLUMNS, "the right columns to carry (default: all but its key)"
+)
 
 
 # The fan-out figures (views/fanout.py) of the kinds that can fall back to a full recompute.
@@ -59,15 +85,18 @@ def source_name(reader: SpecReader, raw: dict[str, Any], key: str, role: str, kn
     return name
 
 
-def choice(
-    reader: SpecReader, raw: dict[str, Any], key: str, name: str, kind: type[enum.Enum], default: str
-) -> Any:
-    text = reader.text(raw, key, name, required=False) or default
+def choice(reader: SpecReader, raw: dict[str, Any], key: str, setting: Setting) -> Any:
+    """A CHOICE setting's enum member (its default when it is not set)."""
+    kind = setting.choices
+    assert kind is not None and isinstance(setting.default, kind)
+    text = reader.text(raw, key, setting.name, required=False) or setting.default.value
     try:
         return kind(text)
     except ValueError:
         raise reader.fail(
-            f"{key}.{name}", f"unknown {name} '{text}'", f"use one of: {', '.join(k.value for k in kind)}"
+            f"{key}.{setting.name}",
+            f"unknown {setting.name} '{text}'",
+            f"use one of: {', '.join(k.value for k in kind)}",
         ) from None
 
 
@@ -84,7 +113,10 @@ def column_list(reader: SpecReader, raw: dict[str, Any], key: str, name: str) ->
     return tuple(columns_raw)
 
 
-def join_how(reader: SpecReader, raw: dict[str, Any], key: str, *, default: JoinHow) -> JoinHow:
+def join_how(reader: SpecReader, raw: dict[str, Any], key: str, setting: Setting) -> JoinHow:
+    """A `how` setting (its default differs per kind)."""
+    default = setting.default
+    assert isinstance(default, JoinHow)
     how_text = reader.text(raw, key, "how", required=False) or default.value
     try:
         return JoinHow(how_text)
@@ -96,27 +128,29 @@ def join_how(reader: SpecReader, raw: dict[str, Any], key: str, *, default: Join
         ) from None
 
 
-def bounded_number(
-    reader: SpecReader, raw: dict[str, Any], key: str, name: str, default: float, *, most: float
-) -> float:
+def bounded_number(reader: SpecReader, raw: dict[str, Any], key: str, setting: Setting) -> float:
+    """A NUMBER setting within its bounds (its default when it is not set)."""
+    name, default, least, most = setting.name, setting.default, setting.least, setting.most
+    assert least is not None and most is not None
     value = raw.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= most:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not least <= value <= most:
         raise reader.fail(
             f"{key}.{name}",
-            f"'{name}' must be a number from 0 to {most:g}, found {value!r}",
+            f"'{name}' must be a number from {least:g} to {most:g}, found {value!r}",
             f"set it within that range (the default is {default:g}) or remove it",
         )
     return float(value)
 
 
 def fanout_settings(reader: SpecReader, raw: dict[str, Any], key: str) -> tuple[float, int]:
-    threshold = bounded_number(reader, raw, key, "fanout_threshold", FANOUT_THRESHOLD, most=1.0)
-    min_rows = raw.get("fanout_min_rows", FANOUT_MIN_ROWS)
-    if isinstance(min_rows, bool) or not isinstance(min_rows, int) or min_rows < 0:
+    threshold = bounded_number(reader, raw, key, FANOUT_THRESHOLD_SETTING)
+    setting = FANOUT_MIN_ROWS_SETTING
+    min_rows = raw.get(setting.name, setting.default)
+    if isinstance(min_rows, bool) or not isinstance(min_rows, int) or min_rows < (setting.least or 0):
         raise reader.fail(
-            f"{key}.fanout_min_rows",
-            f"'fanout_min_rows' must be a whole number of rows, 0 or more, found {min_rows!r}",
-            f"set it (the default is {FANOUT_MIN_ROWS:,}; 0 lets the share alone decide) or remove it",
+            f"{key}.{setting.name}",
+            f"'{setting.name}' must be a whole number of rows, 0 or more, found {min_rows!r}",
+            f"set it (the default is {setting.default:,}; 0 lets the share alone decide) or remove it",
         )
     return threshold, min_rows
 

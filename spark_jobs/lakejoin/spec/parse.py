@@ -27,6 +27,7 @@ from lakejoin.spec.model import (
     ViewKind,
 )
 from lakejoin.spec.registry import KINDS
+from lakejoin.spec.sections import PIPELINE, SOURCE, SPARK, VIEW
 from lakejoin.spec.trust import parse_audit, parse_health
 from lakejoin.spec.yaml_lines import SpecReader, compose_with_lines
 
@@ -45,7 +46,7 @@ def _sources(reader: SpecReader, raw: Any, base: Path) -> dict[str, Source]:
         key = f"sources.{name}"
         reader.check_identifier(name, key)
         body = reader.mapping(body, key)
-        reader.only(body, key, {"path", "key"})
+        reader.only(body, key, SOURCE.names())
         path = reader.text(body, key, "path")
         columns = reader.key_columns(body, key, "key")
         assert path is not None
@@ -55,8 +56,8 @@ def _sources(reader: SpecReader, raw: Any, base: Path) -> dict[str, Source]:
 
 def _spark(reader: SpecReader, raw: Any) -> SparkSettings:
     raw = reader.mapping(raw, "spark")
-    reader.only(raw, "spark", {"run", "conn_id", "master", "remote"})
-    run_text = reader.text(raw, "spark", "run", required=False) or SparkRun.LOCAL.value
+    reader.only(raw, "spark", SPARK.names())
+    run_text = reader.text(raw, "spark", "run", required=False) or SPARK["run"].default.value
     try:
         run = SparkRun(run_text)
     except ValueError:
@@ -136,9 +137,7 @@ def _views(
     return views
 
 
-VIEW_SETTINGS = frozenset(
-    {"path", "on_definition_change", "on_input_replaced", "health", "audit"}
-)  # a view's keys beside its kind
+VIEW_SETTINGS = frozenset(VIEW.names())  # a view's keys beside its kind
 
 
 Policy = TypeVar("Policy", OnDefinitionChange, OnInputReplaced)
@@ -148,7 +147,7 @@ def _policy(
     reader: SpecReader, body: dict[str, Any], key: str, setting: str, kind: type[Policy], then: str
 ) -> Policy:
     """A view's `full_refresh`-or-`fail` setting; `then`: what a full refresh does."""
-    text = reader.text(body, key, setting, required=False) or "full_refresh"
+    text = reader.text(body, key, setting, required=False) or VIEW[setting].default.value
     try:
         return kind(text)
     except ValueError:
@@ -181,7 +180,7 @@ def parse_spec(text: str, file: str = "<spec>") -> PipelineSpec:
     raw, lines = compose_with_lines(text, file)
     reader = SpecReader(file, lines)
     raw = reader.mapping(raw, "")
-    reader.only(raw, "", {"pipeline", "schedule", "storage", "sources", "views", "spark"})
+    reader.only(raw, "", PIPELINE.names())
     name = reader.identifier(raw, "", "pipeline")
     base = Path(file).resolve().parent if not file.startswith("<") else Path.cwd()
     storage = _resolve(base, reader.text(raw, "", "storage") or "")

@@ -24,10 +24,66 @@ from typing import Any
 
 from lakejoin.spec.kind import WAITING
 from lakejoin.spec.model import BUDGET, SLICES, Audit, Limit, OnBreach, ViewKind
+from lakejoin.spec.settings import Setting, Settings, Shape
 from lakejoin.spec.yaml_lines import SpecReader, describe
 
-AGES = ("max_batches", "max_hours")
-AMOUNTS = ("max_share", "max_rows")
+ON_BREACH = Setting(
+    "on_breach",
+    Shape.CHOICE,
+    "fail: stop the batch before its commit; warn: report it",
+    default=OnBreach.WARN,
+    choices=OnBreach,
+)
+# A limit on a count of rows (one of them at least), and on `waiting`'s age.
+AMOUNT_LIMIT = Settings(
+    "a limit on this measure",
+    (
+        Setting(
+            "max_share", Shape.NUMBER, "at most this share of the kind's first input's rows", least=0, most=1
+        ),
+        Setting("max_rows", Shape.WHOLE, "at most this many rows", least=0),
+        ON_BREACH,
+    ),
+    one_of=("max_share", "max_rows"),
+)
+AGE_LIMIT = Settings(
+    "a limit on the age of the oldest row still waiting",
+    (
+        Setting("max_batches", Shape.WHOLE, "at most this many batches old", least=0),
+        Setting("max_hours", Shape.NUMBER, "at most this many hours old", least=0),
+        ON_BREACH,
+    ),
+    one_of=("max_batches", "max_hours"),
+)
+
+AUDIT = Settings(
+    "which batches audit the view, and how much of it (`off`: none)",
+    (
+        Setting(
+            "slices",
+            Shape.WHOLE,
+            "the view's keys are checked in this many slices, one an audit",
+            default=SLICES,
+            least=1,
+        ),
+        Setting(
+            "every", Shape.WHOLE, "audit every N-th batch (instead of by budget)", least=1, excludes="budget"
+        ),
+        Setting(
+            "budget",
+            Shape.NUMBER,
+            "audit whenever it costs about this share of the view's batch time",
+            default=BUDGET,
+            above=0,
+            most=1,
+        ),
+    ),
+)
+
+
+def limit_settings(measure: str) -> Settings:
+    """The settings of a limit on `measure`: an age for `waiting`, a count for the others."""
+    return AGE_LIMIT if measure == WAITING else AMOUNT_LIMIT
 
 
 def parse_health(
@@ -47,16 +103,17 @@ def parse_health(
                 where, f"a {kind.value} view has no health measure '{measure}'", f"use one of: {said}"
             )
         body = reader.mapping(body, where)
-        bounds = AGES if measure == WAITING else AMOUNTS
-        reader.only(body, where, {*bounds, "on_breach"})
+        settings = limit_settings(measure)
+        bounds = settings.one_of
+        reader.only(body, where, settings.names())
         if not any(b in body for b in bounds):
             raise reader.fail(
                 where,
                 f"a limit on '{measure}' sets none of {', '.join(bounds)}",
                 f"set one: {bounds[0]}: ...",
             )
-        values = {b: _bound(reader, body, where, b) for b in bounds if b in body}
-        text = reader.text(body, where, "on_breach", required=False) or OnBreach.WARN.value
+        values = {b: _bound(reader, body, where, settings[b]) for b in bounds if b in body}
+        text = reader.text(body, where, "on_breach", required=False) or ON_BREACH.default.value
         try:
             on_breach = OnBreach(text)
         except ValueError:
@@ -78,11 +135,11 @@ def parse_health(
     return tuple(limits)
 
 
-def _bound(reader: SpecReader, body: dict[str, Any], where: str, name: str) -> float | int:
-    value = body[name]
-    share = name == "max_share"
-    whole = name in ("max_rows", "max_batches")
-    ok = not isinstance(value, bool) and isinstance(value, int | float) and value >= 0
+def _bound(reader: SpecReader, body: dict[str, Any], where: str, setting: Setting) -> float | int:
+    name, value = setting.name, body[setting.name]
+    share = setting.most == 1
+    whole = setting.shape is Shape.WHOLE
+    ok = not isinstance(value, bool) and isinstance(value, int | float) and value >= (setting.least or 0)
     ok = ok and (not share or value <= 1) and (not whole or float(value).is_integer())
     if not ok:
         wanted = (
@@ -99,7 +156,7 @@ def parse_audit(reader: SpecReader, raw: Any, key: str) -> Audit:
     if raw is False or raw == "off":
         return Audit(enabled=False)
     raw = reader.mapping(raw, key)
-    reader.only(raw, key, {"slices", "every", "budget"})
+    reader.only(raw, key, AUDIT.names())
     if "every" in raw and "budget" in raw:
         raise reader.fail(
             key,
@@ -108,13 +165,13 @@ def parse_audit(reader: SpecReader, raw: Any, key: str) -> Audit:
         )
     settings: dict[str, Any] = {}
     for name in ("slices", "every"):
-        value = raw.get(name, SLICES if name == "slices" else None)
+        value = raw.get(name, AUDIT[name].default)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise reader.fail(
                 f"{key}.{name}", f"'{name}' must be a whole number, 1 or more, found {describe(value)}"
             )
         settings[name] = value
-    budget = raw.get("budget", BUDGET)
+    budget = raw.get("budget", AUDIT["budget"].default)
     if isinstance(budget, bool) or not isinstance(budget, int | float) or not 0 < budget <= 1:
         raise reader.fail(
             f"{key}.budget", f"'budget' must be a share above 0 and at most 1, found {describe(budget)}"

@@ -7,12 +7,14 @@ batch logic is views/enrich.py.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from lakejoin.spec.column_lineage import JOIN, ColumnLineage, joined_fields, lineage_of, origins
 from lakejoin.spec.kind import Kind, Measure
 from lakejoin.spec.kind_parts import (
     FANOUT,
+    FANOUT_FIELDS,
     FANOUT_LABELS,
     FANOUT_SETTINGS,
     Known,
@@ -28,15 +30,64 @@ from lakejoin.spec.kind_parts import (
     source_name,
 )
 from lakejoin.spec.model import Dimension, Enrich, EnrichMode, JoinHow, PipelineSpec, quoted
+from lakejoin.spec.settings import Setting, Settings, Shape
 from lakejoin.spec.yaml_lines import SpecReader
+
+DIMENSION = Settings(
+    "a dimension table and the fact column(s) naming its key",
+    (
+        Setting("table", Shape.NAME, "the dimension table: a source or a view", required=True),
+        Setting("fk", Shape.KEY, "the fact column(s) naming the dimension key, in its order", required=True),
+        Setting(
+            "how",
+            Shape.CHOICE,
+            "left: every fact, null-filled without its row; inner: only facts whose row exists",
+            default=JoinHow.LEFT,
+            choices=JoinHow,
+        ),
+        Setting("prefix", Shape.PREFIX, "put before each of its columns' names in the output"),
+        Setting("columns", Shape.COLUMNS, "its columns to carry (default: all but its key)"),
+    ),
+)
+SETTINGS = Settings(
+    "a fact table enriched from dimension tables",
+    (
+        Setting(
+            "fact", Shape.NAME, "the fact table: a source or a view; one output row per fact", required=True
+        ),
+        Setting(
+            "mode",
+            Shape.CHOICE,
+            "lookup: a fact keeps the dimensions of its batch; propagate: a dimension change rewrites it",
+            default=EnrichMode.LOOKUP,
+            choices=EnrichMode,
+        ),
+        Setting(
+            "dimensions",
+            Shape.LIST,
+            "the dimension tables, in the output's order",
+            required=True,
+            of=DIMENSION,
+        ),
+        *(replace(s, only_with=("mode", EnrichMode.PROPAGATE.value)) for s in FANOUT_FIELDS),
+        Setting(
+            "broadcast_limit_mb",
+            Shape.NUMBER,
+            "a dimension larger than this on disk (MB) is shuffled, not broadcast",
+            default=64.0,
+            least=0,
+            most=8192.0,
+        ),
+    ),
+)
 
 
 def parse(reader: SpecReader, raw: Any, key: str, known: Known) -> Enrich:
     """A view's `enrich:` block (`key`), checked and built into its definition."""
     raw = reader.mapping(raw, key)
-    reader.only(raw, key, {"fact", "mode", "dimensions", *FANOUT, "broadcast_limit_mb"})
+    reader.only(raw, key, SETTINGS.names())
     fact = source_name(reader, raw, key, "fact", known)
-    mode = choice(reader, raw, key, "mode", EnrichMode, EnrichMode.LOOKUP.value)
+    mode = choice(reader, raw, key, SETTINGS["mode"])
     listed = raw.get("dimensions")
     if not isinstance(listed, list) or not listed:
         raise reader.fail(
@@ -49,7 +100,7 @@ def parse(reader: SpecReader, raw: Any, key: str, known: Known) -> Enrich:
     for i, body in enumerate(listed):
         at = f"{key}.dimensions[{i}]"
         body = reader.mapping(body, at)
-        reader.only(body, at, {"table", "fk", "how", "prefix", "columns"})
+        reader.only(body, at, DIMENSION.names())
         table = source_name(reader, body, at, "table", known)
         fk = reader.key_columns(body, at, "fk")
         if table == fact:
@@ -60,7 +111,7 @@ def parse(reader: SpecReader, raw: Any, key: str, known: Known) -> Enrich:
         dimension = Dimension(
             table,
             fk,
-            join_how(reader, body, at, default=JoinHow.LEFT),
+            join_how(reader, body, at, DIMENSION["how"]),
             prefix,
             column_list(reader, body, at, "columns"),
         )
@@ -75,7 +126,7 @@ def parse(reader: SpecReader, raw: Any, key: str, known: Known) -> Enrich:
                 "remove it, or set 'mode: propagate'",
             )
     threshold, min_rows = fanout_settings(reader, raw, key)
-    limit = bounded_number(reader, raw, key, "broadcast_limit_mb", 64.0, most=8192.0)
+    limit = bounded_number(reader, raw, key, SETTINGS["broadcast_limit_mb"])
     return Enrich(fact, mode, tuple(dimensions), threshold, limit, min_rows)
 
 
@@ -129,4 +180,5 @@ DECLARED = Kind(
     performance=FANOUT_SETTINGS | {"broadcast_limit_mb"},
     key_fields=frozenset({"fk"}),  # each dimension's
     validations=("changed_rows",),
+    settings=SETTINGS,
 )

@@ -11,9 +11,12 @@ from typing import Any
 from lakejoin.spec.column_lineage import JOIN, ColumnLineage, joined_fields, lineage_of, origins
 from lakejoin.spec.kind import Kind, Measure
 from lakejoin.spec.kind_parts import (
-    FANOUT,
+    FANOUT_FIELDS,
     FANOUT_LABELS,
     FANOUT_SETTINGS,
+    LEFT,
+    RIGHT,
+    RIGHT_COLUMNS,
     Known,
     Schemas,
     carried_columns,
@@ -25,17 +28,37 @@ from lakejoin.spec.kind_parts import (
     source_name,
 )
 from lakejoin.spec.model import FkJoin, JoinHow, PipelineSpec
+from lakejoin.spec.settings import Setting, Settings, Shape
 from lakejoin.spec.yaml_lines import SpecReader
+
+SETTINGS = Settings(
+    "each left row joined with the right row its fk names",
+    (
+        LEFT,
+        RIGHT,
+        Setting("fk", Shape.KEY, "the left column(s) naming the right key, in its order", required=True),
+        Setting(
+            "how",
+            Shape.CHOICE,
+            "inner: only left rows whose right row exists; left: every left row, null-filled",
+            default=JoinHow.INNER,
+            choices=JoinHow,
+        ),
+        RIGHT_COLUMNS,
+        Setting("right_prefix", Shape.PREFIX, "put before each right column's name in the output"),
+        *FANOUT_FIELDS,
+    ),
+)
 
 
 def parse(reader: SpecReader, raw: Any, key: str, known: Known) -> FkJoin:
     """A view's `fk_join:` block (`key`), checked and built into its definition."""
     raw = reader.mapping(raw, key)
-    reader.only(raw, key, {"left", "right", "fk", "how", "right_columns", "right_prefix", *FANOUT})
+    reader.only(raw, key, SETTINGS.names())
     left = source_name(reader, raw, key, "left", known)
     right = source_name(reader, raw, key, "right", known)
     fk = reader.key_columns(raw, key, "fk")
-    how = join_how(reader, raw, key, default=JoinHow.INNER)
+    how = join_how(reader, raw, key, SETTINGS["how"])
     columns = column_list(reader, raw, key, "right_columns")
     prefix = reader.text(raw, key, "right_prefix", required=False) or ""
     if prefix:
@@ -94,4 +117,5 @@ DECLARED = Kind(
     performance=FANOUT_SETTINGS,
     key_fields=frozenset({"fk"}),
     validations=("changed_rows",),
+    settings=SETTINGS,
 )

@@ -19,9 +19,12 @@ from lakejoin.spec.column_lineage import (
 )
 from lakejoin.spec.kind import Kind, Measure
 from lakejoin.spec.kind_parts import (
-    FANOUT,
+    FANOUT_FIELDS,
     FANOUT_LABELS,
     FANOUT_SETTINGS,
+    LEFT,
+    RIGHT,
+    RIGHT_COLUMNS,
     Known,
     Schemas,
     carried_columns,
@@ -32,20 +35,39 @@ from lakejoin.spec.kind_parts import (
     source_name,
 )
 from lakejoin.spec.model import Duplicates, ListJoin, PipelineSpec, Source, shown
+from lakejoin.spec.settings import Setting, Settings, Shape
 from lakejoin.spec.yaml_lines import SpecReader
+
+SETTINGS = Settings(
+    "each left row's list of right keys replaced by the right rows they name",
+    (
+        LEFT,
+        Setting("list", Shape.NAME, "the left column holding the list of right keys", required=True),
+        RIGHT,
+        Setting("into", Shape.NAME, "the output column holding the joined list", required=True),
+        Setting(
+            "duplicates",
+            Shape.CHOICE,
+            "a key listed twice in one list: keep every occurrence, or drop all but the first",
+            default=Duplicates.KEEP,
+            choices=Duplicates,
+        ),
+        RIGHT_COLUMNS,
+        *FANOUT_FIELDS,
+    ),
+)
 
 
 def parse(reader: SpecReader, raw: Any, key: str, known: Known) -> ListJoin:
     """A view's `list_join:` block (`key`), checked and built into its definition."""
     raw = reader.mapping(raw, key)
-    allowed = {"left", "list", "right", "into", "duplicates", "right_columns", *FANOUT}
-    reader.only(raw, key, allowed)
+    reader.only(raw, key, SETTINGS.names())
     left = source_name(reader, raw, key, "left", known)
     right = source_name(reader, raw, key, "right", known)
     column = reader.identifier(raw, key, "list")
     into = reader.identifier(raw, key, "into")
     assert column and into
-    duplicates = choice(reader, raw, key, "duplicates", Duplicates, Duplicates.KEEP.value)
+    duplicates = choice(reader, raw, key, SETTINGS["duplicates"])
     columns = column_list(reader, raw, key, "right_columns")
     threshold, min_rows = fanout_settings(reader, raw, key)
     return ListJoin(left, column, right, into, duplicates, columns, threshold, min_rows)
@@ -141,4 +163,5 @@ DECLARED = Kind(
     lineage=lineage,
     performance=FANOUT_SETTINGS,
     validations=("changed_rows", "list_lengths"),
+    settings=SETTINGS,
 )

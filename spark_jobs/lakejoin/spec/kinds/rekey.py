@@ -12,16 +12,40 @@ from lakejoin.spec.column_lineage import GROUP_BY, ColumnLineage, Origin, lineag
 from lakejoin.spec.kind import Kind, Measure
 from lakejoin.spec.kind_parts import Known, Schemas, check_columns, choice, column_list, source_name
 from lakejoin.spec.model import OnConflict, PipelineSpec, Rekey, quoted, shown
+from lakejoin.spec.settings import Setting, Settings, Shape
 from lakejoin.spec.yaml_lines import SpecReader, describe
+
+SETTINGS = Settings(
+    "the master table keyed by other columns of it",
+    (
+        Setting("source", Shape.NAME, "the master table: a source or a view", required=True),
+        Setting("key", Shape.KEY, "the master column(s) that key the output", required=True),
+        Setting("columns", Shape.COLUMNS, "the master columns to carry (default: all)"),
+        Setting(
+            "unique",
+            Shape.FLAG,
+            "true: one row per derived key; false: one per (derived key, master key)",
+            default=True,
+        ),
+        Setting(
+            "on_conflict",
+            Shape.CHOICE,
+            "two masters claim one derived key: fail the batch, or the latest change wins",
+            default=OnConflict.FAIL,
+            choices=OnConflict,
+            only_with=("unique", True),
+        ),
+    ),
+)
 
 
 def parse(reader: SpecReader, raw: Any, key: str, known: Known) -> Rekey:
     """A view's `rekey:` block (`key`), checked and built into its definition."""
     raw = reader.mapping(raw, key)
-    reader.only(raw, key, {"source", "key", "columns", "unique", "on_conflict"})
+    reader.only(raw, key, SETTINGS.names())
     source = source_name(reader, raw, key, "source", known)
     column = reader.key_columns(raw, key, "key")
-    unique = raw.get("unique", True)
+    unique = raw.get("unique", SETTINGS["unique"].default)
     if not isinstance(unique, bool):
         raise reader.fail(f"{key}.unique", f"'unique' must be true or false, found {describe(unique)}")
     if not unique and "on_conflict" in raw:
@@ -31,7 +55,7 @@ def parse(reader: SpecReader, raw: Any, key: str, known: Known) -> Rekey:
             "(derived key, master key) pair is its own row, so nothing can conflict",
             "remove on_conflict, or set 'unique: true'",
         )
-    on_conflict = choice(reader, raw, key, "on_conflict", OnConflict, OnConflict.FAIL.value)
+    on_conflict = choice(reader, raw, key, SETTINGS["on_conflict"])
     return Rekey(source, column, column_list(reader, raw, key, "columns"), unique, on_conflict)
 
 
@@ -96,4 +120,5 @@ DECLARED = Kind(
     state="rekey index",
     key_fields=frozenset({"key"}),
     validations=("changed_rows",),
+    settings=SETTINGS,
 )
