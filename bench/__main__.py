@@ -76,6 +76,7 @@ COMMANDS = (
     "composite_key",
     "audit_cost",
     "explain_cost",
+    "plan_cost",
     "lineage_cost",
     "profile",
     "run_path",

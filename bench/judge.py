@@ -4,7 +4,7 @@
     python -m bench judge --check     # compare instead: exit 1 when a page or an entry differs
 
 Every benchmark with a pure targets hook is judged again from its records in `<docs>/bench`:
-fixed_cost, composite_key, tiny_views, lineage_cost, explain_cost, run_path and the matrix
+fixed_cost, composite_key, tiny_views, lineage_cost, explain_cost, plan_cost, run_path and the matrix
 (results.jsonl). The pages fixed_cost.md, composite_key.md, run_path.md and benchmarks.md are
 rendered again. The matrix's page keeps its machine lines, its command line and the plot it names
 as they are on file: `report.machine()` runs `java -version`, and the plot is an image. The
@@ -60,6 +60,12 @@ def _explain_cost(folder: Path) -> tuple[Entries, dict[str, str]]:
     return targets(json.loads((folder / "explain_cost.json").read_text())), {}
 
 
+def _plan_cost(folder: Path) -> tuple[Entries, dict[str, str]]:
+    from bench.plan_cost import targets
+
+    return targets(json.loads((folder / "plan_cost.json").read_text())), {}
+
+
 def _run_path(folder: Path) -> tuple[Entries, dict[str, str]]:
     from bench.run_path import entries, markdown
 
@@ -109,6 +115,7 @@ JUDGES: dict[str, Callable[[Path], tuple[Entries, dict[str, str]]]] = {
     "tiny_views": _tiny_views,
     "lineage_cost": _lineage_cost,
     "explain_cost": _explain_cost,
+    "plan_cost": _plan_cost,
     "run_path": _run_path,
     "matrix": _matrix,
 }

@@ -252,6 +252,8 @@ def _open_the_quality_report(playwright, page, ui: AirflowServer, batch_id: int)
     view_link = page.get_by_role("link", name=VIEW, exact=True).first
     expect(view_link, f"no link to {VIEW}'s report on {index}: is the reports plugin loaded?").to_be_visible()
     _shot(page, "06-quality-index")
+    _open_the_plan(page, index)
+    view_link = page.get_by_role("link", name=VIEW, exact=True).first
     view_link.click()
     batch_row = page.get_by_role("row").filter(has=page.get_by_role("cell", name=str(batch_id), exact=True))
     expect(batch_row, f"{VIEW}'s report page does not list batch {batch_id}").to_be_visible()
@@ -272,6 +274,21 @@ def _open_the_quality_report(playwright, page, ui: AirflowServer, batch_id: int)
             f"anonymous GET {url} answered {answer.status}: the report must require a login"
         )
     anonymous.dispose()
+
+
+def _open_the_plan(page, index: str) -> None:
+    """The index links to the plan page (issue 54), which says what the view's next batch would
+    do and why: after the run that built it, with no source changed since, nothing new."""
+    from playwright.sync_api import expect
+
+    page.get_by_role("link", name="Plan", exact=True).click()
+    heading = page.get_by_role("heading", name=re.compile(rf"^Plan\W+pipeline {PIPELINE}$"))
+    expect(heading, "the pipeline's index links to no plan page").to_be_visible()
+    row = page.get_by_role("row").filter(has=page.get_by_role("link", name=VIEW, exact=True))
+    expect(row, f"the plan does not say that {VIEW} has nothing new").to_contain_text("nothing new")
+    expect(page.get_by_text(re.compile(r"no new versions since batch \d+")).first).to_be_visible()
+    _shot(page, "10-plan")
+    page.goto(index)
 
 
 def _open_data_docs_offline(chromium, spec_file: Path, batch_id: int) -> None:
