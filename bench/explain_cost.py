@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -103,14 +101,9 @@ def keys(file: Path) -> dict[str, dict[str, list[str]]]:
 
 def ask(file: Path, view: str, texts: list[str]) -> dict[str, Any]:
     """One `lakejoin explain --json` in a process of its own: wall seconds, and what it said."""
-    started = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, str(file), view, *texts], capture_output=True, text=True, check=False
-    )
-    wall = time.perf_counter() - started
-    if done.returncode != 0:
-        raise SystemExit(f"explain {view} {texts} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    said = json.loads(done.stdout.strip().splitlines()[-1])
+    from bench.harness import timed_probe
+
+    wall, said = timed_probe(PROBE, str(file), view, *texts)
     answer = said["answer"]
     return {
         "wall_seconds": round(wall, 3),

@@ -295,3 +295,19 @@ def gate(spark: SparkSession, spec: PipelineSpec) -> list[str]:
         if digest(output) != digest(expected):
             wrong.append(view)
     return wrong
+
+
+def timed_probe(probe: str, *args: str) -> tuple[float, dict[str, Any]]:
+    """Run `probe` (Python source whose last line of output is a JSON document) in a process of
+    its own, as a user runs a command: its wall seconds, Python's start and imports included,
+    and the document. A failed process stops the benchmark with its error's tail."""
+    import json
+    import subprocess
+    import time
+
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(args)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return wall, json.loads(done.stdout.strip().splitlines()[-1])

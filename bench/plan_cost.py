@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import subprocess
-import sys
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -47,14 +45,9 @@ print(json.dumps({"code": code, "seconds": time.perf_counter() - started,
 
 def ask(file: Path) -> dict[str, Any]:
     """One `lakejoin plan --json` in a process of its own: wall seconds, and what it said."""
-    started = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, str(file)], capture_output=True, text=True, check=False
-    )
-    wall = time.perf_counter() - started
-    if done.returncode != 0:
-        raise SystemExit(f"lakejoin plan failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    said = json.loads(done.stdout.strip().splitlines()[-1])
+    from bench.harness import timed_probe
+
+    wall, said = timed_probe(PROBE, str(file))
     views = said["answer"]["views"]
     return {
         "wall_seconds": round(wall, 3),
