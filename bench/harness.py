@@ -303,7 +303,6 @@ def timed_probe(probe: str, *args: str) -> tuple[float, dict[str, Any]]:
     and the document. A failed process stops the benchmark with its error's tail."""
     import json
     import subprocess
-    import time
 
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, check=False)
