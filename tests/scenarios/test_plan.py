@@ -74,6 +74,9 @@ def agrees(plan: NextBatch, result: ViewResult) -> None:
     if plan.action is Action.REFUSED:
         assert result.state is ViewState.FAILED and plan.reason in (result.error or ""), where
         return
+    if plan.action is Action.SKIPPED:
+        assert result.state is ViewState.SKIPPED, where
+        return
     summary = result.summary
     assert summary is not None, where
     if plan.action is Action.NOTHING_NEW:

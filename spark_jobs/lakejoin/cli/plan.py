@@ -34,6 +34,7 @@ COLOURS = {
     Action.FULL_REFRESH: "yellow",
     Action.REPAIR: "cyan",
     Action.REFUSED: "bold red",
+    Action.SKIPPED: "red",
 }
 
 

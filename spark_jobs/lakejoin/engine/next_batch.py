@@ -55,6 +55,7 @@ class Action(enum.Enum):
     FULL_REFRESH = "full refresh"  # every key recomputed at the new versions
     REPAIR = "repair"  # a range's keys re-derived at the last batch's pins
     REFUSED = "refused"  # the run stops before any Spark job, with the fix
+    SKIPPED = "skipped"  # a view it reads is refused: a run skips this one
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,7 @@ class NextBatch:
 
     @property
     def has_work(self) -> bool:
-        return self.action not in (Action.NOTHING_NEW, Action.REFUSED)
+        return self.action not in (Action.NOTHING_NEW, Action.REFUSED, Action.SKIPPED)
 
     def line(self) -> str:
         """The plan on one line (the Airflow task's log, the CLI's --view)."""
@@ -252,6 +253,10 @@ def next_batch(
     """The next batch of `view` (`history`: its batch log rows; `upstream`: the plans of the
     views it reads that run before it in the same run)."""
     kind = view_logic(spec, view)
+    failing = [u for u, p in upstream.items() if p.action in (Action.REFUSED, Action.SKIPPED)]
+    if failing:  # as run_pipeline does: a view that reads a failed view is skipped
+        reason = "it reads " + ", ".join(f"view {u}" for u in failing) + ", whose batch would not run"
+        return NextBatch(view.name, view.kind.value, Action.SKIPPED, reason)
     pending = {u: p for u, p in upstream.items() if p.has_work}
     try:
         planned = (
