@@ -385,7 +385,8 @@ class Planner:
     def fanout(self, p: BatchPlan) -> FanOut | None:
         """The fan-out rule of the kind (None: it has none, or no one-side row changed), on the
         reach estimated from the changed one-side rows: as the view's own batches found it (left
-        rows per changed key), or, before any did, as a uniform spread of the many side's keys."""
+        rows per changed key), or, before any did, as an even spread: each one side's changed
+        share reaches that share of the many side's rows, the sides independently."""
         rule: FanOutRule | None = self.kind.fanout
         if rule is None:
             return None
@@ -409,12 +410,17 @@ class Planner:
                 f"batches {', '.join(map(str, batches))} found"
             )
         else:
-            one_rows = sum(logged_row_count(o.path, p.pinned_versions[o.name]) or 0 for o in rule.ones)
-            share = min(1.0, keys / one_rows) if one_rows else 1.0
-            reached = round(share * many_rows)
+            # Each one side's changed share reaches that share of the many side's rows; the
+            # sides reach rows independently of each other.
+            missed = 1.0
+            for one, rows_changed in zip(rule.ones, changed, strict=True):
+                one_rows = logged_row_count(one.path, p.pinned_versions[one.name]) or 0
+                share = min(1.0, (rows_changed or 0) / one_rows) if one_rows else float(bool(rows_changed))
+                missed *= 1.0 - share
+            reached = round((1.0 - missed) * many_rows)
             how = (
-                f"{keys:,} of {one_rows:,} one-side rows changed, spread evenly over the {rule.of}: "
-                "no batch of the view has measured its fan-out yet"
+                f"{keys:,} changed {rule.changed}, each side's changed share spread evenly over the "
+                f"{rule.of}: no batch of the view has measured its fan-out yet"
             )
         full = recomputes_in_full(reached, many_rows, rule.threshold, rule.min_rows)
         return FanOut(reached, many_rows, rule.threshold, rule.min_rows, full, how)
