@@ -100,7 +100,7 @@ def actions(found: dict[str, tuple[NextBatch, ViewResult]]) -> dict[str, str]:
     return {view: plan.action.value for view, (plan, _) in found.items()}
 
 
-def test_each_plan_says_what_the_following_run_does(lake):
+def test_each_plan_says_what_the_following_run_does(lake, caplog):
     lake.create("products", PRODUCTS, [(f"p{i}", f"item {i}", float(i), f"m{i % 4}") for i in range(8)])
     lake.create("merchants", MASTERS, [(f"m{i}", f"Shop {i}", "NL", f"{i}.png") for i in range(4)])
     lake.create("persons", PERSONS, [(f"s{i}", f"person {i}", [f"a{i}"]) for i in range(4)])
@@ -119,7 +119,10 @@ def test_each_plan_says_what_the_following_run_does(lake):
 
     # One product's price: its own view is incremental, the enrich waits for it and follows.
     lake.upsert("products", "product_id", [("p1", "item 1", 9.5, "m1")])
+    caplog.set_level("INFO", logger="lakejoin.engine.batch")
     small = planned_then_run(lake, spec)
+    # The batch's own log line (the Airflow task's, before its Spark jobs) is the plan's.
+    assert f"plan: {small['display_products'][0].line()}" in caplog.messages
     assert actions(small) == {
         "display_products": "incremental",
         "merchants_by_name": "nothing new",
