@@ -18,7 +18,7 @@ COLUMNS = (
     "id BIGINT, n INT, s SMALLINT, t TINYINT, f FLOAT, d DOUBLE, b BOOLEAN, bin BINARY, day DATE, "
     "at TIMESTAMP, local TIMESTAMP_NTZ, price DECIMAL(12,3), whole DECIMAL(10,0), name STRING, "
     "code CHAR(3), label VARCHAR(20), tags ARRAY<STRING>, nested ARRAY<STRUCT<k: INT, v: ARRAY<BIGINT>>>, "
-    "attrs MAP<STRING, DECIMAL(5,2)>, `odd name` STRUCT<`a b`: INT, c: MAP<INT, ARRAY<DATE>>>"
+    "attrs MAP<STRING, DECIMAL(5,2)>, odd STRUCT<ab: INT, c: MAP<INT, ARRAY<DATE>>>"
 )
 
 

@@ -82,7 +82,7 @@ def test_the_views_own_batches_say_how_far_a_changed_key_reaches(monkeypatch):
     found = p.fanout(plan)
 
     assert found is not None and (found.reached, found.full) == (60, True)  # 2 x 30 of 100
-    assert "as the view's batches 4, 6 found" in found.how
+    assert found.how == "merchants: 2 changed x 30.0 left rows each (batches 4, 6)"
 
 
 def test_no_changed_right_row_applies_no_fan_out_rule(monkeypatch):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lakejoin.errors import SourceError
 
@@ -69,20 +69,37 @@ def logged_row_count(path: str, version: int) -> int | None:
     statistics, or a table whose protocol allows deletion vectors (a file's `numRecords` then
     still counts the rows its deletion vector removed, and delta-rs does not give the vector's
     cardinality)."""
+    vectors, records = _records(path, version)
+    if vectors or records is None or records.null_count:
+        return None
+    return _sum(records)
+
+
+def logged_rows(path: str, version: int) -> int:
+    """The rows the table's data files hold at `version` by the log's statistics, those a
+    deletion vector removed included and a file without statistics counted as none: an
+    estimate (`lakejoin plan`'s), never a count a batch decides by (`logged_row_count`)."""
+    return _sum(_records(path, version)[1])
+
+
+def _records(path: str, version: int) -> tuple[bool, Any]:
+    """Whether the table at `version` may hold deletion vectors, and its files' `num_records`
+    (a pyarrow column; None when the log has no statistics column)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
     from deltalake import DeltaTable
 
     table = DeltaTable(path, version=version)
-    if "deletionVectors" in (table.protocol().writer_features or []):
-        return None
+    vectors = "deletionVectors" in (table.protocol().writer_features or [])
     files = pa.table(table.get_add_actions(flatten=True))
     if "num_records" not in files.column_names:
-        return None if files.num_rows else 0
-    records = files["num_records"]
-    if records.null_count:
-        return None
-    return int(pc.sum(records).as_py() or 0)
+        return vectors, (None if files.num_rows else pa.array([], pa.int64()))
+    return vectors, files["num_records"]
+
+
+def _sum(records: Any) -> int:  # noqa: ANN401 - a pyarrow column, or None
+    import pyarrow.compute as pc
+
+    return int(pc.sum(records).as_py() or 0) if records is not None else 0
 
 
 def snapshot(spark: SparkSession, path: str, version: int) -> DataFrame:

@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Any
 from lakejoin.delta.identity import TableLog
 from lakejoin.delta.log import BatchLog
 from lakejoin.delta.plans import BatchPlan, Skip
-from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus
-from lakejoin.delta.sources import logged_row_count
+from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus, last_of
+from lakejoin.delta.sources import logged_row_count, logged_rows
 from lakejoin.engine.kinds import view_logic
-from lakejoin.engine.plan import logged_changes, plan_batch, plan_repair
+from lakejoin.engine.plan import logged_changes, named_changes, plan_batch, plan_repair
 from lakejoin.errors import LakejoinError
 from lakejoin.sink import driver_merge, spark_merge
 from lakejoin.sink.strategy import OutputFacts, choose_output
@@ -384,54 +384,59 @@ class Planner:
 
     def fanout(self, p: BatchPlan) -> FanOut | None:
         """The fan-out rule of the kind (None: it has none, or no one-side row changed), on the
-        reach estimated from the changed one-side rows: as the view's own batches found it (left
-        rows per changed key), or, before any did, as an even spread: each one side's changed
-        share reaches that share of the many side's rows, the sides independently."""
+        reach estimated from the changed one-side rows, side by side: as the view's own batches
+        in which only that side changed found it (many-side rows reached per changed key), or,
+        before any did, as an even spread (the side's changed share reaches that share of the
+        many side's rows); the sides reach rows independently of each other."""
         rule: FanOutRule | None = self.kind.fanout
         if rule is None:
             return None
         changed = [self.change_rows(one, updated_once=True) for one in rule.ones]
         if not any(changed):
             return None
-        many_rows = logged_row_count(rule.many.path, p.pinned_versions[rule.many.name]) or 0
+        many_rows = self._rows(rule.many, p)
         if None in changed:
             return FanOut(
                 many_rows, many_rows, rule.threshold, rule.min_rows,
                 recomputes_in_full(many_rows, many_rows, rule.threshold, rule.min_rows),
                 "a commit's metrics do not count its rows: every row assumed reached",
             )  # fmt: skip
-        keys = sum(c or 0 for c in changed)
-        observed = self._observed_reach(rule)
-        if observed is not None:
-            per_key, batches = observed
-            reached = min(many_rows, round(keys * per_key))
-            how = (
-                f"{keys:,} changed {rule.changed} x {per_key:,.1f} {rule.of} each, as the view's "
-                f"batches {', '.join(map(str, batches))} found"
-            )
-        else:
-            # Each one side's changed share reaches that share of the many side's rows; the
-            # sides reach rows independently of each other.
-            missed = 1.0
-            for one, rows_changed in zip(rule.ones, changed, strict=True):
-                one_rows = logged_row_count(one.path, p.pinned_versions[one.name]) or 0
-                share = min(1.0, (rows_changed or 0) / one_rows) if one_rows else float(bool(rows_changed))
-                missed *= 1.0 - share
-            reached = round((1.0 - missed) * many_rows)
-            how = (
-                f"{keys:,} changed {rule.changed}, each side's changed share spread evenly over the "
-                f"{rule.of}: no batch of the view has measured its fan-out yet"
-            )
+        missed, hows = 1.0, []
+        for one, keys in zip(rule.ones, changed, strict=True):
+            if not keys:
+                continue
+            observed = self._observed_reach(rule, one)
+            if observed is not None:
+                per_key, batches = observed
+                share = min(1.0, keys * per_key / many_rows) if many_rows else 0.0
+                found = ", ".join(map(str, batches))
+                hows.append(f"{one.name}: {keys:,} changed x {per_key:,.1f} {rule.of} each (batches {found})")
+            else:
+                one_rows = self._rows(one, p)
+                share = min(1.0, keys / one_rows) if one_rows else 1.0
+                hows.append(f"{one.name}: {keys:,} of {one_rows:,} rows changed, spread evenly")
+            missed *= 1.0 - share
+        reached = round((1.0 - missed) * many_rows)
         full = recomputes_in_full(reached, many_rows, rule.threshold, rule.min_rows)
-        return FanOut(reached, many_rows, rule.threshold, rule.min_rows, full, how)
+        return FanOut(reached, many_rows, rule.threshold, rule.min_rows, full, "; ".join(hows))
 
-    def _observed_reach(self, rule: FanOutRule) -> tuple[float, tuple[int, ...]] | None:
-        """Many-side rows reached per changed one-side key, the median of the view's last five
-        incremental batches that counted both (None: none did)."""
+    def _rows(self, source: Source, p: BatchPlan) -> int:
+        """The rows of `source` at its pin, from its log's file statistics: exact, or, where
+        deletion vectors removed rows (a view's output), at most that many more."""
+        exact = logged_row_count(source.path, p.pinned_versions[source.name])
+        if exact is not None:
+            return exact
+        return logged_rows(source.path, p.pinned_versions[source.name])
+
+    def _observed_reach(self, rule: FanOutRule, one: Source) -> tuple[float, tuple[int, ...]] | None:
+        """Many-side rows reached per changed key of `one`, the median of the view's last five
+        incremental batches in which `one` alone of the one sides changed (None: none did)."""
         found = []
+        others = [o.name for o in rule.ones if o.name != one.name]
         for r in reversed(self.history):
-            keys = sum(r.metrics.get(f"changed_keys.{o.name}", 0) for o in rule.ones)
-            if r.mode is BatchMode.INCREMENTAL and keys and r.metrics.get("fanout_facts"):
+            keys = r.metrics.get(f"changed_keys.{one.name}", 0)
+            alone = not any(r.metrics.get(f"changed_keys.{o}", 0) for o in others)
+            if r.mode is BatchMode.INCREMENTAL and keys and alone and "fanout_facts" in r.metrics:
                 found.append((r.metrics["fanout_facts"] / keys, r.batch_id))
             if len(found) == 5:
                 break
@@ -449,8 +454,23 @@ class Planner:
         if not full:
             counted = sum(self.change_rows(s, updated_once=True) or 0 for s in [self.kind.driving])
             counted += fanout.reached if fanout is not None else 0
-        told = OutputFacts(full, None, p.rewrite, counted, DefaultSettings(), output)
+        told = OutputFacts(full, self._drift(p), p.rewrite, counted, DefaultSettings(), output)
         return choose_output(told, keys=lambda: counted if counted is not None else output.rows).value
+
+    def _drift(self, p: BatchPlan) -> str | None:
+        """Whether the batch changes the output's columns (the write then rewrites it): under a
+        changed definition, when the columns the view takes from its inputs, or a setting that
+        names output columns, changed. The batch compares the rows' schema with the table's; the
+        plan, before any row, compares the two definitions (an estimate of the same answer)."""
+        if "definition" not in p.notes or p.definition is None:
+            return None
+        committed = last_of(self.history, BatchStatus.COMMITTED)
+        before = named_changes(self.view, committed, p.definition)[0] if committed is not None else None
+        if before is None:
+            return "the definition changed and the one before is not recorded"
+        if before.get("columns") != p.definition.get("columns") or _naming(before) != _naming(p.definition):
+            return "the view's columns change"
+        return None
 
     # --- the time -------------------------------------------------------------------------
 
@@ -477,6 +497,24 @@ class Planner:
             f"this one ~{size:,} change rows), Spark's start not included"
         )
         return TimeEstimate(seconds, ids, how)
+
+
+# The settings that name an output's columns (a kind's carried columns, prefixes, its list's name).
+NAMING = ("columns", "right_columns", "prefix", "right_prefix", "into")
+
+
+def _naming(value: Any, path: str = "") -> list[tuple[str, Any]]:  # noqa: ANN401 - a definition's JSON
+    """The settings of a definition (as JSON) that name output columns, with where they are."""
+    if isinstance(value, dict):
+        return [
+            found
+            for key, inner in sorted(value.items())
+            if key != "columns" or path  # the top level's "columns" are the inputs' (compared apart)
+            for found in ([(f"{path}.{key}", inner)] if key in NAMING else _naming(inner, f"{path}.{key}"))
+        ]
+    if isinstance(value, list):
+        return [found for i, inner in enumerate(value) for found in _naming(inner, f"{path}[{i}]")]
+    return []
 
 
 def _seconds(record: BatchRecord) -> float | None:
