@@ -34,6 +34,10 @@ class SourceError(LakejoinError):
     """A source table cannot be read the way the view needs it."""
 
 
+class UpstreamNotCommittedError(SourceError):
+    """A view reads another view that has no committed batch yet."""
+
+
 class ChangeFeedMissingError(SourceError):
     """A source has no Change Data Feed enabled."""
 

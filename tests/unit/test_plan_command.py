@@ -88,11 +88,18 @@ def test_an_input_without_a_change_feed_is_refused_with_the_fix_and_so_is_its_re
     assert reader["reason"] == "it reads view display_products, whose batch would not run"
 
 
-def test_one_view_is_planned_after_the_views_it_reads(tmp_path, capsys):
+def test_one_view_is_planned_as_run_view_runs_it_alone(tmp_path, capsys):
     views = planned(capsys, lake(tmp_path), "--view", "line_products")
 
-    assert set(views) == {"line_products"}
-    assert views["line_products"]["reason"] == "its first batch, after view display_products's"
+    refused = views["line_products"]  # `run --view line_products` reads no batch of the view it reads
+    assert set(views) == {"line_products"} and refused["action"] == "refused"
+    assert "it reads view 'display_products', which has no committed batch yet" in refused["reason"]
+    assert refused["fix"].startswith("run view 'display_products' first")
+
+
+def test_a_full_refresh_and_a_repair_are_not_planned_together(tmp_path, capsys):
+    assert main(["plan", lake(tmp_path), "--full-refresh", "--repair-from", "1"]) == 2
+    assert "a repair and a full refresh were both asked for" in capsys.readouterr().out
 
 
 def test_the_text_plan_names_each_view_and_why(tmp_path, capsys):

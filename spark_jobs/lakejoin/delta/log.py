@@ -62,13 +62,16 @@ def _schema() -> pa.Schema:
 class BatchLog:
     """The batch log of one pipeline, a Delta table at `path` written by delta-rs."""
 
-    def __init__(self, pipeline: str, path: str) -> None:
+    def __init__(self, pipeline: str, path: str, *, read_only: bool = False) -> None:
         self.pipeline = pipeline
         self.path = path
+        # `lakejoin plan` reads the log and writes nothing: the rows a plan would catch up with
+        # its outputs' logs are left for the next batch to write.
+        self.read_only = read_only
 
     @classmethod
-    def of(cls, spec: PipelineSpec) -> BatchLog:
-        return cls(spec.name, batch_log_path(spec))
+    def of(cls, spec: PipelineSpec, *, read_only: bool = False) -> BatchLog:
+        return cls(spec.name, batch_log_path(spec), read_only=read_only)
 
     def exists(self) -> bool:
         return (Path(self.path) / "_delta_log").is_dir()
@@ -122,7 +125,7 @@ class BatchLog:
         import pyarrow as pa
         from deltalake import write_deltalake
 
-        if not records:
+        if not records or self.read_only:
             return
         now = datetime.now(UTC)
         rows = [

@@ -42,13 +42,13 @@ from lakejoin.engine.kinds import view_logic
 from lakejoin.engine.lineage import BatchLineage
 from lakejoin.engine.next_batch import Planner
 from lakejoin.engine.plan import input_columns, latest_pin, plan_batch, plan_repair
+from lakejoin.engine.repair import one_asked
 from lakejoin.engine.write import write_flagged, write_output, write_state
 from lakejoin.errors import (
     BatchStateError,
     CommittedElsewhereError,
     KeyConflictError,
     QualityCheckError,
-    RepairError,
 )
 from lakejoin.quality import checks as quality
 from lakejoin.quality.audit_plan import CUTS, DIFFERENCES, EVERY_KEY, SLICE, SLICES
@@ -186,12 +186,7 @@ def run_view(
     kind, log = view_logic(spec, view), batch_log(spec)
     summary = BatchSummary(view=view.name, outcome=BatchOutcome.SKIPPED)
     clock = _Clock(summary, on_step)
-    if repair is not None and full_refresh:
-        raise RepairError(
-            "a repair and a full refresh were both asked for",
-            where=f"view '{view_name}'",
-            fix="a full refresh already re-derives every key: ask for one or the other",
-        )
+    one_asked(full_refresh, repair, where=f"view '{view_name}'")
 
     # 1. plan (delta-rs: a view with nothing new ends here, without a Spark job)
     clock.enter(Phase.PLAN)
@@ -206,9 +201,10 @@ def run_view(
         clock.enter(None)
         return summary
     plan = planned
-    # The plan of this batch as `lakejoin plan` shows it, before its first Spark job (the
-    # Airflow task's log says what the batch is about to do and why).
-    logger.info("plan: %s", Planner(spec, view, kind, log.history(view.name), {}, plan).next_batch().line())
+    # What the batch is about to do and why, as `lakejoin plan` says it, before its first Spark
+    # job (the Airflow task's log): what the plan decided and read, nothing read again.
+    if logger.isEnabledFor(logging.INFO):
+        logger.info("plan: %s", Planner(spec, view, kind, [], {}, plan).next_batch(estimates=False).line())
     summary.batch_id, summary.mode = plan.batch_id, plan.mode
     summary.start_versions, summary.pinned_versions = dict(plan.start_versions), dict(plan.pinned_versions)
     summary.notes.update(plan.notes)

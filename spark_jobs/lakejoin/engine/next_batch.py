@@ -35,9 +35,9 @@ from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus, last_of
 from lakejoin.delta.sources import logged_row_count, logged_rows
 from lakejoin.engine.kinds import view_logic
 from lakejoin.engine.plan import logged_changes, named_changes, plan_batch, plan_repair
-from lakejoin.errors import LakejoinError
+from lakejoin.errors import LakejoinError, UpstreamNotCommittedError
 from lakejoin.sink import driver_merge, spark_merge
-from lakejoin.sink.strategy import OutputFacts, choose_output
+from lakejoin.sink.strategy import OutputFacts, OutputSettings, choose_output
 from lakejoin.spec.model import PipelineSpec, Source, View
 from lakejoin.views.fanout import FanOutRule, recomputes_in_full
 
@@ -88,13 +88,14 @@ class InputRange:
 @dataclass(frozen=True)
 class FanOut:
     """The fan-out rule (views/fanout.py) applied to an estimate: the changed one-side rows
-    reach about `reached` of the many side's `rows`; `full` is the rule's verdict on it."""
+    reach about `reached` of the many side's `rows`; `full` is the rule's verdict on it (None:
+    the logs cannot say, the batch counts it)."""
 
     reached: int
     rows: int
     threshold: float
     min_rows: int
-    full: bool
+    full: bool | None
     how: str
 
     @property
@@ -102,8 +103,11 @@ class FanOut:
         return self.reached / self.rows if self.rows else 0.0
 
     def text(self) -> str:
-        verdict = "above" if self.full else "within"
         floor = f", floor {self.min_rows:,} rows" if self.min_rows else ""
+        if self.full is None:
+            unknown = "fan-out unknown until the batch counts it"
+            return f"{unknown}, threshold {self.threshold:.0%}{floor} ({self.how})"
+        verdict = "above" if self.full else "within"
         return (
             f"fan-out estimated at {self.reached:,} of {self.rows:,} rows ({self.share:.1%}), {verdict} "
             f"the threshold of {self.threshold:.0%}{floor} ({self.how})"
@@ -162,7 +166,7 @@ class NextBatch:
         return "; ".join(parts)
 
     def document(self) -> dict[str, Any]:
-        """The plan as `lakejoin plan --json` prints it (spec/plan.schema.json)."""
+        """The plan as `lakejoin plan --json` prints it (cli/plan.schema.json)."""
         return {
             "view": self.view,
             "kind": self.kind,
@@ -213,21 +217,20 @@ def plan_views(
     repair: RepairRange | None = None,
     log: BatchLog | None = None,
 ) -> dict[str, NextBatch]:
-    """The next batch of each view in `views` (default: all), in dependency order, as a run of
-    them would take it (`full_refresh`, `repair`: as `lakejoin run` is asked). A view that reads
-    another is planned after it: when that one has work, this one reads what it commits."""
-    log = log or BatchLog.of(spec)
-    shown = set(views or spec.view_order())
-    needed = set(shown)
-    for name in reversed(spec.view_order()):  # and the views they read, which run first
-        if name in needed:
-            needed.update(spec.upstream_views(name))
-    histories = log.histories([v for v in spec.view_order() if v in needed])
+    """The next batch of each view in `views` (default: all), in dependency order, as `lakejoin
+    run` of the same views would take it (`full_refresh`, `repair`: as it is asked). A view
+    that reads another of them is planned after it: when that one has work, this one reads
+    what it commits. A view not among `views` is read as its last batch left it, as the run
+    reads it. Nothing is written: the batch log is read only."""
+    from lakejoin.engine.repair import one_asked
+
+    one_asked(full_refresh, repair, where="the plan's options")
+    log = log or BatchLog.of(spec, read_only=True)
+    shown = [v for v in spec.view_order() if not views or v in views]
+    histories = log.histories(shown)
     plans: dict[str, NextBatch] = {}
-    for name in spec.view_order():
-        if name not in needed:
-            continue
-        upstream = {u: plans[u] for u in spec.upstream_views(name)}
+    for name in shown:
+        upstream = {u: plans[u] for u in spec.upstream_views(name) if u in plans}
         plans[name] = next_batch(
             spec,
             spec.views[name],
@@ -237,7 +240,7 @@ def plan_views(
             full_refresh=full_refresh,
             repair=repair,
         )
-    return {name: plan for name, plan in plans.items() if name in shown}
+    return plans
 
 
 def next_batch(
@@ -264,12 +267,20 @@ def next_batch(
             if repair is not None
             else plan_batch(spec, view, kind, log, full_refresh=full_refresh)
         )
-    except LakejoinError as exc:
-        if pending and "has no committed batch" in exc.what:  # its first batch follows the upstream's
+    except UpstreamNotCommittedError as exc:
+        if pending and repair is None:  # its first batch follows the upstream's
             reason = "its first batch, after " + ", ".join(f"view {u}'s" for u in pending)
             return NextBatch(view.name, view.kind.value, Action.FULL_REFRESH, reason)
         return NextBatch(view.name, view.kind.value, Action.REFUSED, exc.what, fix=exc.fix or None)
-    return Planner(spec, view, kind, history, pending, planned).next_batch()
+    except LakejoinError as exc:
+        return NextBatch(view.name, view.kind.value, Action.REFUSED, exc.what, fix=exc.fix or None)
+    try:
+        return Planner(spec, view, kind, history, pending, planned).next_batch()
+    except Exception as exc:  # noqa: BLE001 - an estimate the logs cannot give (delta-rs): said, not raised
+        what = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        fix = "check the view's inputs and output (`lakejoin status`); `lakejoin run` says what it finds"
+        reason = f"the plan could not read what it needs ({what})"
+        return NextBatch(view.name, view.kind.value, Action.REFUSED, reason, fix=fix)
 
 
 class Planner:
@@ -283,27 +294,32 @@ class Planner:
         history: list[BatchRecord],
         pending: Mapping[str, NextBatch],
         planned: BatchPlan | Skip,
+        settings: OutputSettings | None = None,
     ) -> None:
         self.spec, self.view, self.kind = spec, view, kind
         self.history, self.pending, self.planned = history, pending, planned
+        self.settings = settings or DefaultSettings()
         self._logs: dict[str, TableLog | None] = {}  # each input's log, read once
 
-    def next_batch(self) -> NextBatch:
+    def next_batch(self, *, estimates: bool = True) -> NextBatch:
+        """The plan; without `estimates` (the line a batch logs before its Spark jobs), only what
+        its plan decided and read: no fan-out, write or time, which the batch then decides and
+        reports itself, and no log read twice."""
         p = self.planned
         name, kind = self.view.name, self.view.kind.value
         if isinstance(p, Skip):
             if not self.pending:
                 return NextBatch(name, kind, Action.NOTHING_NEW, p.reason, inputs=self.inputs(None))
             reason = "nothing new of its own; " + self._waits()
-            action = Action.INCREMENTAL
-            return NextBatch(name, kind, action, reason, inputs=self.inputs(None), write=None)
-        fanout = self.fanout(p) if p.mode is BatchMode.INCREMENTAL else None
+            return NextBatch(name, kind, Action.INCREMENTAL, reason, inputs=self.inputs(None))
+        reads_changes = p.mode in (BatchMode.INCREMENTAL, BatchMode.REPAIR)
+        fanout = self.fanout(p) if reads_changes and estimates else None
         action = {
             BatchMode.INCREMENTAL: Action.INCREMENTAL,
             BatchMode.FULL_REFRESH: Action.FULL_REFRESH,
             BatchMode.REPAIR: Action.REPAIR,
         }[p.mode]
-        if fanout is not None and fanout.full:
+        if fanout is not None and fanout.full and action is Action.INCREMENTAL:
             action = Action.FULL_RECOMPUTE
         reason = self.reason(p)
         if self.pending:
@@ -314,10 +330,10 @@ class Planner:
             action,
             reason,
             batch_id=p.batch_id,
-            inputs=self.inputs(p),
+            inputs=self.inputs(p, reread=estimates),
             fanout=fanout,
-            write=self.write(p, action, fanout),
-            estimate=self.estimate(p, action),
+            write=self.write(p, action, fanout) if estimates else None,
+            estimate=self.estimate(p, action) if estimates else None,
             notes=dict(p.notes),
         )
 
@@ -337,7 +353,7 @@ class Planner:
         ]
         return "new versions: " + ", ".join(moved) if moved else "new versions"
 
-    def inputs(self, p: BatchPlan | None) -> tuple[InputRange, ...]:
+    def inputs(self, p: BatchPlan | None, *, reread: bool = True) -> tuple[InputRange, ...]:
         planned = self.planned
         start, pinned = planned.start_versions, planned.pinned_versions
         reads_changes = p is not None and p.mode is not BatchMode.FULL_REFRESH
@@ -348,7 +364,8 @@ class Planner:
             if p is not None and p.mode is BatchMode.REPAIR:
                 last = p.repair_ends.get(source.name, last)
             changes = reads_changes and source.name in change_sources
-            rows = self.change_rows(source) if changes else None
+            known = p is not None and source.name in p.change_rows
+            rows = self.change_rows(source) if changes and (reread or known) else None
             if p is None:  # nothing new: the range is empty
                 changes, rows = True, 0
             waits = self.pending.get(source.upstream) if source.upstream else None
@@ -392,15 +409,13 @@ class Planner:
         if rule is None:
             return None
         changed = [self.change_rows(one, updated_once=True) for one in rule.ones]
-        if not any(changed):
+        waiting = [o.upstream for o in rule.ones if o.upstream in self.pending]
+        if all(c == 0 for c in changed) and not waiting:
             return None
         many_rows = self._rows(rule.many, p)
         if None in changed:
-            return FanOut(
-                many_rows, many_rows, rule.threshold, rule.min_rows,
-                recomputes_in_full(many_rows, many_rows, rule.threshold, rule.min_rows),
-                "a commit's metrics do not count its rows: every row assumed reached",
-            )  # fmt: skip
+            how = "a commit's metrics do not count its rows (an overwrite, a RESTORE)"
+            return FanOut(0, many_rows, rule.threshold, rule.min_rows, None, how)
         missed, hows = 1.0, []
         for one, keys in zip(rule.ones, changed, strict=True):
             if not keys:
@@ -417,7 +432,12 @@ class Planner:
                 hows.append(f"{one.name}: {keys:,} of {one_rows:,} rows changed, spread evenly")
             missed *= 1.0 - share
         reached = round((1.0 - missed) * many_rows)
-        full = recomputes_in_full(reached, many_rows, rule.threshold, rule.min_rows)
+        full: bool | None = recomputes_in_full(reached, many_rows, rule.threshold, rule.min_rows)
+        if waiting and not full:  # more changes reach no fewer rows: only "above" is known now
+            full = None
+            hows.append(
+                ", ".join(f"view {w}" for w in waiting) + "'s batch commits first: its changes count then"
+            )
         return FanOut(reached, many_rows, rule.threshold, rule.min_rows, full, "; ".join(hows))
 
     def _rows(self, source: Source, p: BatchPlan) -> int:
@@ -454,7 +474,7 @@ class Planner:
         if not full:
             counted = sum(self.change_rows(s, updated_once=True) or 0 for s in [self.kind.driving])
             counted += fanout.reached if fanout is not None else 0
-        told = OutputFacts(full, self._drift(p), p.rewrite, counted, DefaultSettings(), output)
+        told = OutputFacts(full, self._drift(p), p.rewrite, counted, self.settings, output)
         return choose_output(told, keys=lambda: counted if counted is not None else output.rows).value
 
     def _drift(self, p: BatchPlan) -> str | None:

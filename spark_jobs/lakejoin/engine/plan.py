@@ -38,6 +38,7 @@ from lakejoin.errors import (
     InputReplacedError,
     RepairError,
     SourceError,
+    UpstreamNotCommittedError,
 )
 from lakejoin.quality.audit_plan import next_slice, round_start
 from lakejoin.spec.definition import (
@@ -177,7 +178,7 @@ def committed_version(spec: PipelineSpec, upstream: str, log: BatchLog, *, reade
     never reads a batch that is still writing or whose checks failed."""
     batches = view_batches(spec, spec.views[upstream], log)
     if batches.committed is None or batches.committed.output_version < 0:
-        raise SourceError(
+        raise UpstreamNotCommittedError(
             f"it reads view '{upstream}', which has no committed batch yet",
             where=f"view '{reader}'",
             fix=f"run view '{upstream}' first (a run of the whole pipeline orders views "

@@ -85,12 +85,22 @@ class RepairRange:
             return self.start, last
         start, end = self.start, self.end  # timestamps both (`parse` refuses a mix)
         assert end is None or isinstance(end, datetime)
-        stamps = sorted(
-            (int(h["version"]), datetime.fromtimestamp(int(h["timestamp"]) / 1000, tz=UTC))
-            for h in _history(source)
-        )
+        stamps = sorted((int(h["version"]), _committed_at(source, h)) for h in _history(source))
         inside = [v for v, at in stamps if at >= start and (end is None or at < end) and v <= pinned]
         return (inside[0], inside[-1]) if inside else (pinned + 1, pinned)
+
+
+def _committed_at(source: Source, commit: dict[str, Any]) -> datetime:
+    """When a commit happened: its in-commit timestamp when the table keeps them (what Delta's
+    time travel reads then), else its commitInfo's (milliseconds since the epoch, UTC)."""
+    stamp = commit.get("inCommitTimestamp") or commit.get("timestamp")
+    if stamp is None:
+        raise RepairError(
+            f"commit {commit.get('version')} of {source.path} records no time",
+            where=f"source '{source.name}'",
+            fix="repair by versions instead: --repair-from VERSION [--repair-to VERSION]",
+        )
+    return datetime.fromtimestamp(int(stamp) / 1000, tz=UTC)
 
 
 def _history(source: Source) -> list[dict[str, Any]]:
@@ -105,6 +115,16 @@ def _history(source: Source) -> list[dict[str, Any]]:
             where=f"source '{source.name}'",
             fix="check the source's path in the spec; a repair by timestamp reads each source's commit times",
         ) from exc
+
+
+def one_asked(full_refresh: bool, repair: RepairRange | None, *, where: str) -> None:
+    """A run (or its plan) is asked for a full refresh or a repair, not both."""
+    if repair is not None and full_refresh:
+        raise RepairError(
+            "a repair and a full refresh were both asked for",
+            where=where,
+            fix="a full refresh already re-derives every key: ask for one or the other",
+        )
 
 
 def requested_repair(

@@ -43,9 +43,7 @@ class FanOutRule:
     of: str  # what they reach on the many side ("left rows")
 
     @classmethod
-    def of_join(
-        cls, left: Source, right: Source, join: FanOutSettings, *, of: str = "left rows"
-    ) -> FanOutRule:
+    def of_join(cls, left: Source, right: Source, join: FanOutSettings) -> FanOutRule:
         """The rule of the two joins: the changed right keys reach left rows."""
         return cls(left, (right,), join.fanout_threshold, join.fanout_min_rows, "right keys", "left rows")
 
