@@ -80,7 +80,7 @@ def facts(plan: NextBatch) -> dict[str, str]:
         lines["fan-out"] = plan.fanout.text()
     if plan.write is not None:
         lines["write"] = plan.write
-    if plan.has_work:
+    if plan.has_work and plan.batch_id is not None:  # a view waiting for another is planned after it
         lines["time"] = plan.estimate.text() if plan.estimate is not None else "no earlier batch like it"
     if plan.fix:
         lines["fix"] = plan.fix

@@ -105,11 +105,11 @@ class FanOut:
     def text(self) -> str:
         floor = f", floor {self.min_rows:,} rows" if self.min_rows else ""
         if self.full is None:
-            unknown = "fan-out unknown until the batch counts it"
+            unknown = "unknown until the batch counts it"
             return f"{unknown}, threshold {self.threshold:.0%}{floor} ({self.how})"
         verdict = "above" if self.full else "within"
         return (
-            f"fan-out estimated at {self.reached:,} of {self.rows:,} rows ({self.share:.1%}), {verdict} "
+            f"estimated at {self.reached:,} of {self.rows:,} rows ({self.share:.1%}), {verdict} "
             f"the threshold of {self.threshold:.0%}{floor} ({self.how})"
         )
 
@@ -156,7 +156,7 @@ class NextBatch:
         if self.inputs and self.has_work:
             parts.append("reads " + ", ".join(i.text() for i in self.inputs))
         if self.fanout is not None:
-            parts.append(self.fanout.text())
+            parts.append(f"fan-out {self.fanout.text()}")
         if self.write is not None:
             parts.append(f"write {self.write}")
         if self.estimate is not None:
