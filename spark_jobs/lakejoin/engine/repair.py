@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta.change_feed import VERSION, net_changes, no_changes, read_change_feed
@@ -77,44 +77,46 @@ class RepairRange:
 
     def versions(self, source: Source, pinned: int) -> tuple[int, int]:
         """The first and last version of `source` in the range, capped at the pinned version
-        (first > last: no commit of the source falls in the range). A timestamp range reads the
-        commits' times from the table's history (delta-rs: no JVM, so `lakejoin plan` shows a
-        repair's ranges too)."""
+        (first > last: no commit of the source falls in the range). A timestamp range takes the
+        commits at or after its start and before its end by the times Delta's time travel reads
+        (delta-rs's `load_as_version`, as Spark's `timestampAsOf`: no JVM, so `lakejoin plan`
+        shows a repair's ranges too)."""
         if isinstance(self.start, int):
             last = pinned if self.end is None else min(int(self.end), pinned)  # type: ignore[arg-type]
             return self.start, last
-        start, end = self.start, self.end  # timestamps both (`parse` refuses a mix)
+        end = self.end  # a timestamp too (`parse` refuses a mix)
         assert end is None or isinstance(end, datetime)
-        stamps = sorted((int(h["version"]), _committed_at(source, h)) for h in _history(source))
-        inside = [v for v, at in stamps if at >= start and (end is None or at < end) and v <= pinned]
-        return (inside[0], inside[-1]) if inside else (pinned + 1, pinned)
+        first = _last_at(source, self.start - _TICK) + 1
+        last = pinned if end is None else min(_last_at(source, end - _TICK), pinned)
+        return (first, last) if first <= last else (pinned + 1, pinned)
 
 
-def _committed_at(source: Source, commit: dict[str, Any]) -> datetime:
-    """When a commit happened: its in-commit timestamp when the table keeps them (what Delta's
-    time travel reads then), else its commitInfo's (milliseconds since the epoch, UTC)."""
-    stamp = commit.get("inCommitTimestamp") or commit.get("timestamp")
-    if stamp is None:
-        raise RepairError(
-            f"commit {commit.get('version')} of {source.path} records no time",
-            where=f"source '{source.name}'",
-            fix="repair by versions instead: --repair-from VERSION [--repair-to VERSION]",
-        )
-    return datetime.fromtimestamp(int(stamp) / 1000, tz=UTC)
+_TICK = timedelta(milliseconds=1)  # commit times are in milliseconds
 
 
-def _history(source: Source) -> list[dict[str, Any]]:
-    """The table's commits (version, timestamp in ms), newest first, as delta-rs reads its log."""
+def _last_at(source: Source, when: datetime) -> int:
+    """The last version of `source` committed at or before `when` (one before its first: none),
+    by the commit times Delta's time travel reads (the commit file's, or the in-commit
+    timestamp), read with delta-rs."""
     from deltalake import DeltaTable
 
     try:
-        return DeltaTable(source.path).history()
+        table = DeltaTable(source.path)
+        commits = {int(h["version"]): h for h in table.history()}
+        table.load_as_version(when)
     except Exception as exc:  # noqa: BLE001 - delta-rs: no table, or a log it cannot read
         raise RepairError(
             f"the history of {source.path} cannot be read ({type(exc).__name__}: {exc})".splitlines()[0],
             where=f"source '{source.name}'",
             fix="check the source's path in the spec; a repair by timestamp reads each source's commit times",
         ) from exc
+    version = int(table.version())
+    # delta-rs loads the oldest version for a time before it: that one is not at or before `when`.
+    oldest = commits.get(version, {}) if version == min(commits) else {}
+    stamp = oldest.get("inCommitTimestamp") or oldest.get("timestamp")
+    if stamp is not None and when < datetime.fromtimestamp(int(stamp) / 1000, UTC):
+        return version - 1
+    return version
 
 
 def one_asked(full_refresh: bool, repair: RepairRange | None, *, where: str) -> None:
