@@ -98,6 +98,16 @@ def run_dag(dag, spec, number: int) -> None:  # noqa: ANN001 - an Airflow DAG, a
         raise SystemExit(f"the DAG run {state} (failed tasks: {failed}); see {logfile}")
 
 
+def show_plan(spec) -> None:  # noqa: ANN001 - a PipelineSpec
+    """What the next batch of each view will do, and why, before the run (`lakejoin plan`)."""
+    from lakejoin.engine.next_batch import plan_views
+
+    console.print("lakejoin plan, before the run (from the Delta logs alone):")
+    for view, plan in plan_views(spec).items():
+        fanout = f"; fan-out {plan.fanout.text()}" if plan.fanout is not None and plan.fanout.full else ""
+        console.print(f"  {view}: [bold]{plan.action.value}[/], {plan.reason}{fanout}")
+
+
 def cell(value: object) -> str:
     """A table cell: lists of joined rows as `a1 Keizersgracht 1 Amsterdam; ...`."""
     if value is None:
@@ -160,6 +170,7 @@ def main() -> None:
     for number, batch in enumerate(CHANGE_BATCHES, start=3):
         step(f"{number}. {batch.title}; then the DAG again")
         batch.apply(spark, str(LAKEHOUSE))
+        show_plan(spec)
         run_dag(dag, spec, number - 1)
 
     step("two of the views now")
@@ -175,6 +186,7 @@ def main() -> None:
         f"- the views: Delta tables under {LAKEHOUSE.relative_to(ROOT)}/ "
         f"({', '.join(spec.view_order())})\n"
         f"- where each view stands: .venv/bin/lakejoin status {rel}\n"
+        f"- what the next batch of each view would do, and why: .venv/bin/lakejoin plan {rel}\n"
         f"- the batch log: {Path(batch_log_path(spec)).relative_to(ROOT)} (a Delta table)\n"
         f"- the data-quality reports: {index.relative_to(ROOT)}\n"
         "- the same DAG in Airflow's UI, with its runs, tasks and reports: make airflow-ui"
