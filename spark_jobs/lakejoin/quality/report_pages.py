@@ -59,13 +59,14 @@ def table(head: list[str], rows: list[list[str]], numeric: set[int] | None = Non
     """A table of already-escaped cells; columns in `numeric` align right."""
     numeric = numeric or set()
     th = "".join(f"<th>{h}</th>" for h in head)
+    thead = f"<thead><tr>{th}</tr></thead>" if any(head) else ""  # a table of facts has no header
     body = "".join(
         "<tr>"
         + "".join(f"<td{' class=n' if i in numeric else ''}>{c}</td>" for i, c in enumerate(r))
         + "</tr>"
         for r in rows
     )
-    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+    return f"<table>{thead}<tbody>{body}</tbody></table>"
 
 
 def link(href: str, text: str) -> str:
