@@ -39,15 +39,29 @@ SMOKE_SCENARIOS = ("mixed", "hot_dim", "skewed")
 # as at 1.5 M (the fan-out shares scale with the tables) at a fifteenth of the table writes. (At
 # 300 k the smoke took 10.6 of CI's 64 minutes, session 28; its INC batches are mostly fixed cost.)
 SMOKE_ORDERS = 100_000
+# The matrix's options: their defaults, and what --smoke stands for.
+MATRIX = {
+    "orders": "1500000,15000000",
+    "rates": "0.001,0.01,0.1",
+    "scenarios": ",".join(s.value for s in Scenario),
+    "variants": ",".join(VARIANTS),
+}
+SMOKE = {
+    "orders": str(SMOKE_ORDERS),
+    "rates": "0.01",
+    "scenarios": ",".join(SMOKE_SCENARIOS),
+    "variants": ",".join(SMOKE_VARIANTS),
+}
 
 
 def _options(parser: argparse.ArgumentParser) -> None:
     """The matrix's own options, after the harness's common ones."""
-    parser.add_argument("--smoke", action="store_true", help="100 k orders, 1 %% change, 3 scenarios")
-    parser.add_argument("--orders", default="1500000,15000000", help="order counts, comma-separated")
-    parser.add_argument("--rates", default="0.001,0.01,0.1", help="change rates, comma-separated")
-    parser.add_argument("--scenarios", default=",".join(s.value for s in Scenario))
-    parser.add_argument("--variants", default=",".join(VARIANTS))
+    smoke_help = "100 k orders, 1 %% change, 3 scenarios (CI's gate; it sets the four below)"
+    parser.add_argument("--smoke", action="store_true", help=smoke_help)
+    parser.add_argument("--orders", help=f"order counts, comma-separated (default {MATRIX['orders']})")
+    parser.add_argument("--rates", help=f"change rates, comma-separated (default {MATRIX['rates']})")
+    parser.add_argument("--scenarios", help=f"default {MATRIX['scenarios']}")
+    parser.add_argument("--variants", help=f"default {MATRIX['variants']}")
     parser.add_argument(
         "--not-judged",
         action="store_true",
@@ -56,12 +70,18 @@ def _options(parser: argparse.ArgumentParser) -> None:
 
 
 def smoke(args: argparse.Namespace) -> argparse.Namespace:
-    """`--smoke` as the options it stands for (CI's gate); `--out` goes to build/ unless given."""
-    if args.smoke:
-        args.orders, args.rates, args.variants = str(SMOKE_ORDERS), "0.01", ",".join(SMOKE_VARIANTS)
-        args.scenarios = ",".join(SMOKE_SCENARIOS)
-        if args.out == "docs":
-            args.out = "build/bench-smoke"
+    """`--smoke` as the options it stands for (CI's gate), refused with any of them (ValueError:
+    it would override them); `--out` goes to build/ unless given. Without `--smoke`, an option
+    not given takes its default (MATRIX)."""
+    given = [f"--{name}" for name in MATRIX if getattr(args, name) is not None]
+    if args.smoke and given:
+        raise ValueError(f"--smoke sets {', '.join(given)} itself: drop {' and '.join(given)}, or --smoke")
+    chosen = SMOKE if args.smoke else MATRIX
+    for name, value in chosen.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    if args.smoke and args.out == "docs":
+        args.out = "build/bench-smoke"
     return args
 
 
@@ -135,7 +155,11 @@ def measure(run: Run) -> int:
 
     from bench.report import write_report
 
-    args = smoke(run.args)
+    try:
+        args = smoke(run.args)
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     unknown = set(args.variants.split(",")) - set(VARIANTS)
     if unknown:
         print(f"unknown variants {sorted(unknown)}: choose from {', '.join(VARIANTS)}", file=sys.stderr)

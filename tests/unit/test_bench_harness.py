@@ -65,17 +65,37 @@ def test_the_command_is_the_options_as_given_and_targets_go_by_owner(tmp_path):
     assert json.loads((out / "bench" / "targets.json").read_text()) == [{"batch": "x_dv"}, {"batch": "x new"}]
 
 
+def _matrix_args(**given: object) -> argparse.Namespace:
+    matrix = dict.fromkeys(("orders", "rates", "variants", "scenarios"))
+    return argparse.Namespace(**{"smoke": False, "out": "docs", **matrix, **given})
+
+
 def test_the_matrix_smoke_option_stands_for_cis_gate_and_keeps_a_given_out():
     from bench.__main__ import SMOKE_ORDERS, smoke
 
-    args = argparse.Namespace(smoke=True, out="docs", orders="1", rates="1", variants="x", scenarios="y")
-    smoke(args)
+    args = smoke(_matrix_args(smoke=True))
     assert (args.orders, args.rates, args.variants) == (str(SMOKE_ORDERS), "0.01", "full,inc")
     assert (args.scenarios, args.out) == ("mixed,hot_dim,skewed", "build/bench-smoke")
-    given = smoke(
-        argparse.Namespace(smoke=True, out="/tmp/x", orders="", rates="", variants="", scenarios="")
-    )
-    assert given.out == "/tmp/x"
+    assert smoke(_matrix_args(smoke=True, out="/tmp/x")).out == "/tmp/x"
+
+
+def test_the_smoke_option_refuses_the_options_it_would_override_and_without_it_they_default():
+    from bench.__main__ import MATRIX, smoke
+
+    refused = "--smoke sets --rates, --variants itself: drop --rates and --variants"
+    with pytest.raises(ValueError, match=refused):
+        smoke(_matrix_args(smoke=True, rates="0.1", variants="inc"))
+    args = smoke(_matrix_args(variants="inc"))
+    assert (args.variants, args.orders, args.rates) == ("inc", MATRIX["orders"], MATRIX["rates"])
+    assert args.out == "docs"
+
+
+def test_the_matrix_refuses_smoke_with_a_variant_before_spark_starts(capsys):
+    from bench.__main__ import main
+
+    assert main(["--smoke", "--variants", "inc", "--work", "unused-bench-lake"]) == 2
+    assert "--smoke sets --variants itself" in capsys.readouterr().err
+    assert "pyspark" not in sys.modules
 
 
 def test_the_matrix_refuses_an_unknown_variant_before_spark_starts(capsys):

@@ -62,3 +62,13 @@ def test_the_entries_of_benchmarks_judged_in_their_runs_stay(docs):
 
     kept = [e for e in json.loads(targets.read_text()) if e["batch"].startswith(IN_RUNS)]
     assert kept == mine and len(mine) == 6
+
+
+def test_a_failed_ci_run_is_not_met_however_fast_it_failed():
+    from bench.run_path import entries
+
+    ci = {"commit": "abc1234", "seconds": 600.0, "phases": {"make test": 500.0}, "tests": None}
+    passed = {e["target"]: e["met"] for e in entries({"ci": {**ci, "exit": 0}})}
+    failed = {e["target"]: e["met"] for e in entries({"ci": {**ci, "exit": 2}})}
+    assert list(passed.values()) == [True, True]
+    assert failed == dict.fromkeys(passed, False)

@@ -6,7 +6,8 @@
     {"name": "display_products", "expectations": [
         {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "product_id"}}]}
 
-Every batch of the view runs it on the view's output table, after the built-in checks.
+Every batch of the view runs it on the rows it is about to write, before its output commit,
+with the built-in checks (quality/checks.py, its `user_suite` scope).
 
 >>> user_suite(spec, spec.views["display_products"])          # doctest: +SKIP
 UserSuite(file='expectations/marketplace/display_products.json', name='display_products', ...)
