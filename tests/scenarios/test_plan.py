@@ -176,3 +176,11 @@ def test_each_plan_says_what_the_following_run_does(lake, caplog):
     repaired = planned_then_run(lake, spec, ["display_products"], repair=RepairRange.parse("2"))
     assert actions(repaired) == {"display_products": "repair"}
     assert [i.text() for i in repaired["display_products"][0].inputs][0] == "products 2..2 (2 change rows)"
+
+    # A range after every pin holds nothing to repair: the plan says so, and the run skips the
+    # views without a batch.
+    empty = planned_then_run(
+        lake, spec, ["display_products", "enriched_purchases"], repair=RepairRange.parse("50")
+    )
+    assert actions(empty) == {"display_products": "nothing new", "enriched_purchases": "nothing new"}
+    assert empty["display_products"][0].reason.startswith("nothing to repair: version 50 to the pinned")

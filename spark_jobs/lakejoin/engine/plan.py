@@ -454,8 +454,10 @@ def plan_repair(
     kind: ViewKindLogic,
     log: BatchLog,
     repair: RepairRange,
-) -> BatchPlan:
-    """A repair batch: the last committed batch's pins, and each change source's range."""
+) -> BatchPlan | Skip:
+    """A repair batch: the last committed batch's pins, and each change source's range; a Skip
+    when the range holds no version of any change source (the run skips the view, as for
+    nothing new)."""
     batches = view_batches(spec, view, log)
     where = f"view '{view.name}'"
     committed = batches.committed
@@ -479,6 +481,13 @@ def plan_repair(
             f"{view.name} --full-refresh, then repair if you still need to",
         )
     ranges = {s.name: repair.versions(s, pinned[s.name]) for s in kind.change_sources}
+    if all(a > b for a, b in ranges.values()):  # e.g. a version after every pin: nothing to re-derive
+        held = ", ".join(f"{name}@{pinned[name]}" for name in ranges)
+        reason = (
+            f"nothing to repair: {repair.describe()} holds no version of its inputs up to "
+            f"batch {committed.batch_id}'s pins ({held})"
+        )
+        return Skip(reason, dict(pinned), dict(pinned))
     shown = ", ".join(f"{name} {a}..{b}" if a <= b else f"{name} none" for name, (a, b) in ranges.items())
     note = f"{repair.describe()}: versions {shown}, re-derived at batch {committed.batch_id}'s pins"
     return BatchPlan(
