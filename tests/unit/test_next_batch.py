@@ -1,8 +1,8 @@
-"""engine/next_batch.py's estimates, as truth tables without a Delta table: the fan-out rule on
-an estimated reach (as the view's own batches measured it, else a uniform spread), the time of
-a batch from the view's batches nearest in size, and the write `choose_output` gives on the
-output's log. The logs' figures are stood in for; tests/scenarios/test_plan.py compares whole
-plans with the runs that follow them."""
+"""The plan's estimates (engine/estimates.py, through engine/next_batch.py's Planner), as truth
+tables without a Delta table: the fan-out rule on an estimated reach (as the view's own batches
+measured it, else a uniform spread), the time of a batch from the view's batches nearest in
+size, and the write `choose_output` gives on the output's log. The logs' figures are stood in
+for; tests/scenarios/test_plan.py compares whole plans with the runs that follow them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from lakejoin.delta.plans import BatchPlan
 from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus
-from lakejoin.engine import next_batch
+from lakejoin.engine import estimates, next_batch
 from lakejoin.engine.next_batch import Action, Planner
 from lakejoin.views.fk_join import FkJoinView
 from tests.unit.shop import shop
@@ -33,7 +33,7 @@ def planner(
     )
     monkeypatch.setattr(next_batch, "logged_changes", lambda table, after, upto, **_: changed[table])
     monkeypatch.setattr(next_batch.TableLog, "at", staticmethod(lambda path: path.rsplit("/", 1)[1]))
-    monkeypatch.setattr(next_batch, "logged_row_count", lambda path, version: rows[path.rsplit("/", 1)[1]])
+    monkeypatch.setattr(estimates, "logged_row_count", lambda path, version: rows[path.rsplit("/", 1)[1]])
     plan = BatchPlan(
         "display_products", 9, INC, {"products": 3, "merchants": 2}, {"products": 4, "merchants": 3}
     )
@@ -131,7 +131,7 @@ class Output:
 )
 def test_the_write_is_choose_outputs_on_the_outputs_log(monkeypatch, action, output, rewrite, expected):
     p, plan = planner(monkeypatch, changed={"merchants": 0, "products": 3}, rows={})
-    monkeypatch.setattr(next_batch, "OutputLog", lambda path: output)
+    monkeypatch.setattr(estimates, "OutputLog", lambda path: output)
     plan = BatchPlan(
         plan.view, plan.batch_id, plan.mode, plan.start_versions, plan.pinned_versions, rewrite=rewrite
     )

@@ -10,8 +10,9 @@ Every decision it reports is the run's own function, given what the logs say:
   (the batch counts it; `FanOut.how` says how the estimate was made);
 - the write: `sink/strategy.choose_output`, with the key count estimated from the change rows
   and lakejoin's default write settings (a session may set others: spark.lakejoin.*).
-The estimates are labelled as such; tests/scenarios/test_plan.py compares each plan with what
-the following run did, for every kind.
+The estimates (the fan-out's reach, the write, the time) live in engine/estimates.py; this
+module gathers what they take and labels them as such. tests/scenarios/test_plan.py compares
+each plan with what the following run did, for every kind.
 
 >>> plans = plan_views(spec)                                  # doctest: +SKIP
 >>> plans["display_products"].line()                          # doctest: +SKIP
@@ -21,25 +22,28 @@ the following run did, for every kind.
 from __future__ import annotations
 
 import enum
-import math
-import statistics
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta.identity import TableLog
 from lakejoin.delta.log import BatchLog
 from lakejoin.delta.plans import BatchPlan, Skip
-from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus, last_of
-from lakejoin.delta.sources import logged_row_count, logged_rows
+from lakejoin.delta.records import BatchMode, BatchRecord
+from lakejoin.engine.estimates import (
+    DefaultSettings,
+    FanOut,
+    TimeEstimate,
+    fanout_estimate,
+    time_estimate,
+    write_estimate,
+)
 from lakejoin.engine.kinds import view_logic
-from lakejoin.engine.plan import logged_changes, named_changes, plan_batch, plan_repair
+from lakejoin.engine.plan import logged_changes, plan_batch, plan_repair
 from lakejoin.errors import LakejoinError, UpstreamNotCommittedError
-from lakejoin.sink import driver_merge, spark_merge
-from lakejoin.sink.strategy import OutputFacts, OutputSettings, choose_output
+from lakejoin.sink.strategy import OutputSettings
 from lakejoin.spec.model import PipelineSpec, Source, View
-from lakejoin.views.fanout import FanOutRule, recomputes_in_full
+from lakejoin.views.fanout import FanOutRule
 
 if TYPE_CHECKING:
     from lakejoin.engine.repair import RepairRange
@@ -83,48 +87,6 @@ class InputRange:
             return f"{self.source} none"
         rows = "change rows unknown" if self.change_rows is None else f"{self.change_rows} change rows"
         return f"{self.source} {self.first}..{self.last} ({rows})"
-
-
-@dataclass(frozen=True)
-class FanOut:
-    """The fan-out rule (views/fanout.py) applied to an estimate: the changed one-side rows
-    reach about `reached` of the many side's `rows`; `full` is the rule's verdict on it (None:
-    the logs cannot say, the batch counts it)."""
-
-    reached: int
-    rows: int
-    threshold: float
-    min_rows: int
-    full: bool | None
-    how: str
-
-    @property
-    def share(self) -> float:
-        return self.reached / self.rows if self.rows else 0.0
-
-    def text(self) -> str:
-        floor = f", floor {self.min_rows:,} rows" if self.min_rows else ""
-        if self.full is None:
-            unknown = "unknown until the batch counts it"
-            return f"{unknown}, threshold {self.threshold:.0%}{floor} ({self.how})"
-        verdict = "above" if self.full else "within"
-        return (
-            f"estimated at {self.reached:,} of {self.rows:,} rows ({self.share:.1%}), {verdict} "
-            f"the threshold of {self.threshold:.0%}{floor} ({self.how})"
-        )
-
-
-@dataclass(frozen=True)
-class TimeEstimate:
-    """The batch's seconds, estimated from the view's own batches of a similar size: the median
-    of their phases' seconds (Spark's start not included)."""
-
-    seconds: float
-    batches: tuple[int, ...]
-    how: str
-
-    def text(self) -> str:
-        return f"about {self.seconds:.1f} s (estimate: {self.how})"
 
 
 @dataclass(frozen=True)
@@ -397,151 +359,34 @@ class Planner:
             self._logs[path] = TableLog.at(path)
         return self._logs[path]
 
-    # --- the fan-out rule, on an estimate -------------------------------------------------
+    # --- the estimates (engine/estimates.py), from what the plan read -----------------------
 
     def fanout(self, p: BatchPlan) -> FanOut | None:
         """The fan-out rule of the kind (None: it has none, or no one-side row changed), on the
-        reach estimated from the changed one-side rows, side by side: as the view's own batches
-        in which only that side changed found it (many-side rows reached per changed key), or,
-        before any did, as an even spread (the side's changed share reaches that share of the
-        many side's rows); the sides reach rows independently of each other."""
+        reach estimated from the changed one-side rows (`fanout_estimate`)."""
         rule: FanOutRule | None = self.kind.fanout
         if rule is None:
             return None
         changed = [self.change_rows(one, updated_once=True) for one in rule.ones]
-        waiting = [o.upstream for o in rule.ones if o.upstream in self.pending]
-        if all(c == 0 for c in changed) and not waiting:
-            return None
-        many_rows = self._rows(rule.many, p)
-        if None in changed:
-            how = "a commit's metrics do not count its rows (an overwrite, a RESTORE)"
-            return FanOut(0, many_rows, rule.threshold, rule.min_rows, None, how)
-        missed, hows = 1.0, []
-        for one, keys in zip(rule.ones, changed, strict=True):
-            if not keys:
-                continue
-            observed = self._observed_reach(rule, one)
-            if observed is not None:
-                per_key, batches = observed
-                share = min(1.0, keys * per_key / many_rows) if many_rows else 0.0
-                found = ", ".join(map(str, batches))
-                hows.append(f"{one.name}: {keys:,} changed x {per_key:,.1f} {rule.of} each (batches {found})")
-            else:
-                one_rows = self._rows(one, p)
-                share = min(1.0, keys / one_rows) if one_rows else 1.0
-                hows.append(f"{one.name}: {keys:,} of {one_rows:,} rows changed, spread evenly")
-            missed *= 1.0 - share
-        reached = round((1.0 - missed) * many_rows)
-        full: bool | None = recomputes_in_full(reached, many_rows, rule.threshold, rule.min_rows)
-        if waiting and not full:  # more changes reach no fewer rows: only "above" is known now
-            full = None
-            hows.append(
-                ", ".join(f"view {w}" for w in waiting) + "'s batch commits first: its changes count then"
-            )
-        return FanOut(reached, many_rows, rule.threshold, rule.min_rows, full, "; ".join(hows))
-
-    def _rows(self, source: Source, p: BatchPlan) -> int:
-        """The rows of `source` at its pin, from its log's file statistics: exact, or, where
-        deletion vectors removed rows (a view's output), at most that many more."""
-        exact = logged_row_count(source.path, p.pinned_versions[source.name])
-        if exact is not None:
-            return exact
-        return logged_rows(source.path, p.pinned_versions[source.name])
-
-    def _observed_reach(self, rule: FanOutRule, one: Source) -> tuple[float, tuple[int, ...]] | None:
-        """Many-side rows reached per changed key of `one`, the median of the view's last five
-        incremental batches in which `one` alone of the one sides changed (None: none did)."""
-        found = []
-        others = [o.name for o in rule.ones if o.name != one.name]
-        for r in reversed(self.history):
-            keys = r.metrics.get(f"changed_keys.{one.name}", 0)
-            alone = not any(r.metrics.get(f"changed_keys.{o}", 0) for o in others)
-            if r.mode is BatchMode.INCREMENTAL and keys and alone and "fanout_facts" in r.metrics:
-                found.append((r.metrics["fanout_facts"] / keys, r.batch_id))
-            if len(found) == 5:
-                break
-        if not found:
-            return None
-        return statistics.median(f for f, _ in found), tuple(sorted(b for _, b in found))
-
-    # --- the write ------------------------------------------------------------------------
+        waiting = [o.upstream for o in rule.ones if o.upstream is not None and o.upstream in self.pending]
+        return fanout_estimate(rule, changed, waiting, p.pinned_versions, self.history)
 
     def write(self, p: BatchPlan, action: Action, fanout: FanOut | None) -> str:
-        """The output's write strategy (`choose_output`), with the batch's keys estimated."""
-        output = OutputLog(self.view.path)
+        """The output's write strategy (`write_estimate`), with the batch's keys estimated from
+        the driving input's change rows and the fan-out's reach."""
         full = action in (Action.FULL_REFRESH, Action.FULL_RECOMPUTE)
         counted = None
         if not full:
             counted = sum(self.change_rows(s, updated_once=True) or 0 for s in [self.kind.driving])
             counted += fanout.reached if fanout is not None else 0
-        told = OutputFacts(full, self._drift(p), p.rewrite, counted, self.settings, output)
-        return choose_output(told, keys=lambda: counted if counted is not None else output.rows).value
-
-    def _drift(self, p: BatchPlan) -> str | None:
-        """Whether the batch changes the output's columns (the write then rewrites it): under a
-        changed definition, when the columns the view takes from its inputs, or a setting that
-        names output columns, changed. The batch compares the rows' schema with the table's; the
-        plan, before any row, compares the two definitions (an estimate of the same answer)."""
-        if "definition" not in p.notes or p.definition is None:
-            return None
-        committed = last_of(self.history, BatchStatus.COMMITTED)
-        before = named_changes(self.view, committed, p.definition)[0] if committed is not None else None
-        if before is None:
-            return "the definition changed and the one before is not recorded"
-        if before.get("columns") != p.definition.get("columns") or _naming(before) != _naming(p.definition):
-            return "the view's columns change"
-        return None
-
-    # --- the time -------------------------------------------------------------------------
+        return write_estimate(self.view, p, self.history, self.settings, full=full, counted=counted)
 
     def estimate(self, p: BatchPlan, action: Action) -> TimeEstimate | None:
-        """The median seconds of the view's (up to) three batches of the same action nearest in
-        size (changed keys, on a log scale); None before the view has one."""
+        """The time of the batch from the view's batches of the same action (`time_estimate`)."""
         size = sum(self.change_rows(s, updated_once=True) or 0 for s in self.kind.change_sources)
-        alike = [r for r in self.history if _seconds(r) is not None and _action_of(r) is action]
-        if not alike:
-            return None
-
-        def distance(r: BatchRecord) -> tuple[float, int]:
-            keys = sum(n for k, n in r.metrics.items() if k.startswith("changed_keys."))
-            return abs(math.log1p(keys) - math.log1p(size)), -r.batch_id
-
-        nearest = sorted(alike, key=distance)[:3]
-        seconds = statistics.median(_seconds(r) or 0.0 for r in nearest)
-        ids = tuple(sorted(r.batch_id for r in nearest))
-        sizes = sorted(sum(n for k, n in r.metrics.items() if k.startswith("changed_keys.")) for r in nearest)
-        span = f"{sizes[0]:,}" if sizes[0] == sizes[-1] else f"{sizes[0]:,}-{sizes[-1]:,}"
-        what = "of its" if action in (Action.INCREMENTAL, Action.REPAIR) else "of"
-        how = (
-            f"the median {what} batches {', '.join(map(str, ids))} ({action.value}, {span} changed keys; "
-            f"this one ~{size:,} change rows), Spark's start not included"
-        )
-        return TimeEstimate(seconds, ids, how)
-
-
-# The settings that name an output's columns (a kind's carried columns, prefixes, its list's name).
-NAMING = ("columns", "right_columns", "prefix", "right_prefix", "into")
-
-
-def _naming(value: Any, path: str = "") -> list[tuple[str, Any]]:  # noqa: ANN401 - a definition's JSON
-    """The settings of a definition (as JSON) that name output columns, with where they are."""
-    if isinstance(value, dict):
-        return [
-            found
-            for key, inner in sorted(value.items())
-            if key != "columns" or path  # the top level's "columns" are the inputs' (compared apart)
-            for found in ([(f"{path}.{key}", inner)] if key in NAMING else _naming(inner, f"{path}.{key}"))
-        ]
-    if isinstance(value, list):
-        return [found for i, inner in enumerate(value) for found in _naming(inner, f"{path}[{i}]")]
-    return []
-
-
-def _seconds(record: BatchRecord) -> float | None:
-    phases = [n for k, n in record.metrics.items() if k.startswith("ms.")]
-    if record.status is BatchStatus.ABANDONED or not phases:
-        return None
-    return sum(phases) / 1000
+        alike = [r for r in self.history if _action_of(r) is action]
+        own = action in (Action.INCREMENTAL, Action.REPAIR)
+        return time_estimate(alike, size, action.value, own=own)
 
 
 def _action_of(record: BatchRecord) -> Action:
@@ -550,51 +395,3 @@ def _action_of(record: BatchRecord) -> Action:
     if record.mode is BatchMode.REPAIR:
         return Action.REPAIR
     return Action.FULL_RECOMPUTE if record.metrics.get("full_recompute") else Action.INCREMENTAL
-
-
-class DefaultSettings:
-    """sink/strategy.OutputSettings at lakejoin's defaults (the plan has no Spark session to read
-    a session's spark.lakejoin.* settings from): the upsert, the driver's MERGE and key ranges
-    on (each module's conf reads "true" when unset), its sizes at the modules' defaults."""
-
-    upsert = True
-    listed_max_keys = spark_merge.ONE_MERGE_DEFAULT
-    driver = True
-    driver_max_keys = driver_merge.MAX_KEYS_DEFAULT
-    driver_max_rows = driver_merge.MAX_ROWS_DEFAULT
-    key_ranges = True
-
-
-class OutputLog:
-    """sink/strategy.OutputLog of a view's output from its Delta log (delta-rs): what the batch's
-    write asks of it. A view without an output yet holds no file and no row."""
-
-    def __init__(self, path: str) -> None:
-        self._path = path
-
-    @cached_property
-    def _table(self) -> Any:  # noqa: ANN401 - a deltalake.DeltaTable, or None
-        from deltalake import DeltaTable
-
-        return DeltaTable(self._path) if DeltaTable.is_deltatable(self._path) else None
-
-    @cached_property
-    def _files(self) -> Any:  # noqa: ANN401 - a pyarrow.Table
-        import pyarrow as pa
-
-        return pa.table(self._table.get_add_actions(flatten=True)) if self._table is not None else None
-
-    @cached_property
-    def driver_writes(self) -> bool:
-        if self._table is None:
-            return False
-        atomic = driver_merge.atomic_arrow(self._table.schema().to_arrow())
-        return atomic and driver_merge.writes_table(self._table)
-
-    @cached_property
-    def rows(self) -> int:
-        return driver_merge.logged_rows(self._files) if self._files is not None else 0
-
-    @cached_property
-    def files(self) -> int:
-        return int(self._files.num_rows) if self._files is not None else 0

@@ -33,7 +33,7 @@ class FanOutRule:
     """A kind's fan-out rule, as data: the `many` side whose rows the changes of the `ones`
     reach, the view's settings, and the words its note uses. The batch applies it with the
     reach it counted (`fans_out`); `lakejoin plan` with the reach it estimates from the logs
-    (engine/next_batch.py): both decide with `recomputes_in_full`."""
+    (engine/estimates.py): both decide with `recomputes_in_full`."""
 
     many: Source
     ones: tuple[Source, ...]
