@@ -173,8 +173,13 @@ def test_each_plan_says_what_the_following_run_does(lake, caplog):
     assert refused.action is Action.REFUSED and "--full-refresh" in (refused.fix or "")
 
     # A repair of the products' versions from 2 on, re-derived at the last batch's pins.
-    repaired = planned_then_run(lake, spec, ["display_products"], repair=RepairRange.parse("2"))
-    assert actions(repaired) == {"display_products": "repair"}
+    # enriched_purchases repairs at its own pins, never reading display_products' repair commit:
+    # it waits for no one (its reason is the run's).
+    repaired = planned_then_run(
+        lake, spec, ["display_products", "enriched_purchases"], repair=RepairRange.parse("2")
+    )
+    assert actions(repaired) == {"display_products": "repair", "enriched_purchases": "repair"}
+    assert "waits for" not in repaired["enriched_purchases"][0].reason
     assert [i.text() for i in repaired["display_products"][0].inputs][0] == "products 2..2 (2 change rows)"
 
     # A range after every pin holds nothing to repair: the plan says so, and the run skips the

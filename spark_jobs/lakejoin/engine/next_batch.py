@@ -222,7 +222,9 @@ def next_batch(
     if failing:  # as run_pipeline does: a view that reads a failed view is skipped
         reason = "it reads " + ", ".join(f"view {u}" for u in failing) + ", whose batch would not run"
         return NextBatch(view.name, view.kind.value, Action.SKIPPED, reason)
-    pending = {u: p for u, p in upstream.items() if p.has_work}
+    # A repair reads each input up to the view's own last pins, never what an upstream view's
+    # repair commits in the same run: it waits for no one.
+    pending = {u: p for u, p in upstream.items() if p.has_work and repair is None}
     try:
         planned = (
             plan_repair(spec, view, kind, log, repair)
@@ -230,7 +232,7 @@ def next_batch(
             else plan_batch(spec, view, kind, log, full_refresh=full_refresh)
         )
     except UpstreamNotCommittedError as exc:
-        if pending and repair is None:  # its first batch follows the upstream's
+        if pending:  # its first batch follows the upstream's
             reason = "its first batch, after " + ", ".join(f"view {u}'s" for u in pending)
             return NextBatch(view.name, view.kind.value, Action.FULL_REFRESH, reason)
         return NextBatch(view.name, view.kind.value, Action.REFUSED, exc.what, fix=exc.fix or None)
