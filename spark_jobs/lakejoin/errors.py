@@ -91,7 +91,8 @@ class DefinitionChangedError(LakejoinError):
 
 class InputReplacedError(LakejoinError):
     """An input is not the table the view's last batch read, or the view's output was changed
-    behind lakejoin's back, and the view's policy is to stop (`on_input_replaced: fail`)."""
+    behind lakejoin's back, and the view's policy is to stop (`on_input_replaced: fail`), or a
+    repair is asked (engine/plan.plan_repair: it would read at pins that name what is gone)."""
 
 
 class AuditDifferenceError(LakejoinError):

@@ -15,8 +15,10 @@ from deltalake import write_deltalake
 
 from lakejoin.delta.records import BatchMode
 from lakejoin.engine import batch as engine_batch
+from lakejoin.engine.audit import audit_view
 from lakejoin.engine.batch import BatchOutcome, batch_log
 from lakejoin.engine.pending import pending_work
+from lakejoin.engine.repair import RepairRange
 from lakejoin.errors import InputReplacedError
 from lakejoin.spec.layout import state_path
 from lakejoin.views.context import STATE
@@ -63,6 +65,14 @@ def refreshed_for(lake, spec, phrase: str, view: str = "display_products") -> No
     assert phrase in batch_log(spec).last(view).notes["replaced"]
 
 
+def repair_refused(lake, spec, phrase: str, view: str = "display_products") -> None:
+    """A repair stops before any Spark job, whatever the view's policy, with the full refresh as its fix."""
+    with pytest.raises(InputReplacedError) as stopped:
+        lake.run(spec, view, repair=RepairRange.parse("0"), checks=False)
+    assert f"view '{view}' cannot repair at batch" in stopped.value.what and phrase in stopped.value.what
+    assert f"--view {view} --full-refresh" in stopped.value.fix
+
+
 def test_a_replaced_source_or_a_changed_output_recomputes_the_view(lake):
     from deltalake import DeltaTable
 
@@ -92,8 +102,12 @@ def test_a_replaced_source_or_a_changed_output_recomputes_the_view(lake):
     assert lake.output(spec) == lake.expected(spec)
 
     output = DeltaTable(spec.views["display_products"].path)
-    # someone's UPDATE of one output row
+    # someone's UPDATE of one output row: a repair, which would re-derive some keys and record a
+    # batch past it, is refused; the next batch recomputes the view
     output.update(updates={"price": "99.0"}, predicate="product_id = 'p1'")
+    repair_refused(lake, spec, "changed behind lakejoin's back")
+    found = audit_view(lake.spark, spec, spec.views["display_products"])  # what an audit is for
+    assert found is not None and found.keys == [("p1",)]
     refreshed_for(lake, spec, "changed behind lakejoin's back")
     assert lake.output(spec) == lake.expected(spec)
 
@@ -123,6 +137,13 @@ def test_a_replaced_source_or_a_changed_output_recomputes_the_view(lake):
         lake.run(spec, checks=False)
     assert "'merchants' was dropped and written again" in stopped.value.what
     assert "--full-refresh" in stopped.value.fix
+    # a repair, or an audit of every key, reads at the last batch's pins, versions of the
+    # merchants that are gone: refused, whatever the policy
+    repair_refused(lake, lake.spec(), "'merchants' was dropped and written again")
+    with pytest.raises(InputReplacedError) as unaudited:
+        audit_view(lake.spark, spec, spec.views["display_products"])
+    assert "cannot be audited at batch" in unaudited.value.what
+    assert "'merchants' was dropped and written again" in unaudited.value.what
 
 
 def test_an_upstream_view_rebuilt_and_a_state_table_recreated_recompute_their_readers(lake):

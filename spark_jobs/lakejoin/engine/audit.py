@@ -39,8 +39,8 @@ from lakejoin.delta.plans import BatchPlan
 from lakejoin.delta.records import BatchMode
 from lakejoin.delta.sql_text import spark_columns
 from lakejoin.engine.kinds import view_logic
-from lakejoin.engine.plan import input_columns
-from lakejoin.errors import AuditDifferenceError, BatchStateError
+from lakejoin.engine.plan import input_columns, stale_pins
+from lakejoin.errors import AuditDifferenceError, BatchStateError, InputReplacedError
 from lakejoin.quality.audit_plan import EVERY_KEY
 from lakejoin.spec.definition import output_key
 from lakejoin.spec.layout import state_path
@@ -327,6 +327,15 @@ def last_batch(
             fix=f"let a run catch the log up first: lakejoin run {spec.file} --view {view.name}",
         )
     kind = view_logic(spec, view)
+    why = stale_pins(spec, view, kind, last, output=False)
+    if why:  # a recompute at the pins would read tables that are gone: no finding either way
+        raise InputReplacedError(
+            f"view '{view.name}' cannot be audited at batch {last.batch_id}'s pins: {'; '.join(why)}; "
+            "a recompute at those pins would read what is there now, not what the batch read",
+            where=f"{spec.file}:{view.line} (at 'views.{view.name}')" if view.line else f"view '{view.name}'",
+            fix=f"let the view's next batch take the new table first (as its on_input_replaced says): "
+            f"lakejoin run {spec.file} --view {view.name}, then audit",
+        )
     pinned = dict(last.pinned_versions)
     plan = BatchPlan(view.name, last.batch_id, BatchMode.FULL_REFRESH, {}, pinned)
     ctx = BatchContext(

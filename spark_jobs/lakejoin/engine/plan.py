@@ -328,12 +328,15 @@ def replaced_inputs(
     start: Mapping[str, int],
     recorded: Identities,
     committed: BatchRecord,
+    *,
+    output: bool = True,
 ) -> list[str]:
     """Why the batch cannot read on from `start`, one phrase a table (empty: it can): a change
     source, a state table or the flagged keys that is not the table the last batch read
     (`recorded`), or an output whose history after the last batch holds a commit that changed
-    rows and is not lakejoin's (a RESTORE, someone's DELETE, UPDATE or MERGE). From the logs
-    alone (delta-rs); a pin recorded without its identity (before session 55) is not checked."""
+    rows and is not lakejoin's (a RESTORE, someone's DELETE, UPDATE or MERGE; not `output`:
+    the inputs and state tables only). From the logs alone (delta-rs); a pin recorded without
+    its identity (before session 55) is not checked."""
     why = [
         reason
         for name, table in [*((s.name, tables[s.name]) for s in kind.change_sources), *kept.items()]
@@ -348,16 +351,16 @@ def replaced_inputs(
         ]  # fmt: skip
         if reason is not None
     ]
-    if committed.output_version >= 0:
-        output = TableLog.at(view.path)
-        if output is not None and output.version < committed.output_version:
+    if output and committed.output_version >= 0:
+        table = TableLog.at(view.path)
+        if table is not None and table.version < committed.output_version:
             why.append(
-                f"the view's output went back to version {output.version}, below the version "
+                f"the view's output went back to version {table.version}, below the version "
                 f"{committed.output_version} its batch {committed.batch_id} committed"
             )
-        elif output is not None:
+        elif table is not None:
             foreign = foreign_commits(
-                output, committed.output_version, lambda c: BatchMarker.from_commit(c) is not None
+                table, committed.output_version, lambda c: BatchMarker.from_commit(c) is not None
             )
             if foreign:
                 why.append(
@@ -365,6 +368,19 @@ def replaced_inputs(
                     f"{committed.batch_id} (version {committed.output_version}): {', '.join(foreign)}"
                 )
     return why
+
+
+def stale_pins(
+    spec: PipelineSpec, view: View, kind: ViewKindLogic, committed: BatchRecord, *, output: bool
+) -> list[str]:
+    """Why `committed`'s pins no longer name what that batch read (empty: they do), for what
+    derives at those pins outside a batch's own plan: a repair (`output`: and the output was
+    not changed behind lakejoin's back since), an audit of the whole output (the inputs only:
+    an edited output is what it looks for)."""
+    pinned = dict(committed.pinned_versions)
+    tables = {s.name: TableLog.at(s.path) for s in kind.sources}
+    kept = kept_tables(spec, view, kind, pinned)
+    return replaced_inputs(view, kind, tables, kept, pinned, committed.identities, committed, output=output)
 
 
 def _kept_name(kind: ViewKindLogic, pin: str) -> str:
@@ -457,7 +473,9 @@ def plan_repair(
 ) -> BatchPlan | Skip:
     """A repair batch: the last committed batch's pins, and each change source's range; a Skip
     when the range holds no version of any change source (the run skips the view, as for
-    nothing new)."""
+    nothing new). Refused (InputReplacedError, whatever `on_input_replaced` says) when an input
+    or a state table is not the table those pins read, or the output changed behind lakejoin's
+    back since: a repair writes some keys and moves the view's last batch past the fault."""
     batches = view_batches(spec, view, log)
     where = f"view '{view.name}'"
     committed = batches.committed
@@ -479,6 +497,16 @@ def plan_repair(
             where=f"{spec.file}:{view.line} (at 'views.{view.name}')" if view.line else where,
             fix=f"rebuild the view under the new definition first: lakejoin run {spec.file} --view "
             f"{view.name} --full-refresh, then repair if you still need to",
+        )
+    why = stale_pins(spec, view, kind, committed, output=True)
+    if why:  # the pins name versions of tables that are not there, or an output not lakejoin's
+        raise InputReplacedError(
+            f"view '{view.name}' cannot repair at batch {committed.batch_id}'s pins: {'; '.join(why)}; "
+            "a repair re-derives only its range's keys, from what those pins read, and would leave "
+            "the rest as they are",
+            where=f"{spec.file}:{view.line} (at 'views.{view.name}')" if view.line else where,
+            fix=f"recompute the view at the new versions instead: lakejoin run {spec.file} --view "
+            f"{view.name} --full-refresh (it re-derives every key and writes only the rows that differ)",
         )
     ranges = {s.name: repair.versions(s, pinned[s.name]) for s in kind.change_sources}
     if all(a > b for a, b in ranges.values()):  # e.g. a version after every pin: nothing to re-derive
