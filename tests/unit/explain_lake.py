@@ -1,7 +1,8 @@
 """Tiny lakes for `lakejoin explain`'s tests, written with delta-rs (no JVM) as lakejoin's batches
 write them: sources with a change data feed, each view's output whose batch commits carry their
-marker (delta/markers.py) in commitInfo's userMetadata, the state tables a kind keeps, and the
-batch log. A `Lake` is a spec file (its text formatted with the lake's folder) and its tables.
+marker (delta/markers.py) in commitInfo's userMetadata, with the identity of each table it pins
+as a plan records it (delta/identity.py), the state tables a kind keeps, and the batch log. A
+`Lake` is a spec file (its text formatted with the lake's folder) and its tables.
 
 >>> lake = Lake(tmp_path, SPEC)  # doctest: +SKIP
 >>> lake.table("products", PRODUCTS, [("p1", "pen", "m1")])  # doctest: +SKIP
@@ -19,12 +20,14 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 
 from lakejoin.cli.main import main
+from lakejoin.delta.identity import TableIdentity, TableLog
 from lakejoin.delta.log import BatchLog
 from lakejoin.delta.markers import FINAL, BatchMarker
 from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus
 from lakejoin.spec.definition import output_key
 from lakejoin.spec.layout import state_path
 from lakejoin.spec.parse import load_spec
+from lakejoin.views.context import STATE
 
 CDF = {"delta.enableChangeDataFeed": "true"}
 DROP = "_lj_test_drop"  # a merge source's flag: delete the target row of this key
@@ -37,10 +40,11 @@ def stamp(
     pins: Mapping[str, int],
     *,
     ends: Mapping[str, int] | None = None,
+    identities: Mapping[str, TableIdentity] | None = None,
 ) -> CommitProperties:
     """A batch commit's properties: its marker as userMetadata (`ends`: a repair's range ends,
-    the marker's `ends` field)."""
-    marker = BatchMarker(batch, FINAL, mode, dict(start), dict(pins))
+    the marker's `ends` field; `identities`: which table each pin is of)."""
+    marker = BatchMarker(batch, FINAL, mode, dict(start), dict(pins), identities=dict(identities or {}))
     meta = json.loads(marker.as_json())
     if ends:
         meta["ends"] = dict(ends)  # by hand: the same JSON whether or not BatchMarker writes it
@@ -83,6 +87,17 @@ class Lake:
 
     def version(self, name: str) -> int:
         return int(DeltaTable(self.paths[name]).version())
+
+    def identities(self, view: str, pins: Mapping[str, int]) -> dict[str, TableIdentity]:
+        """Which table each pin of a batch of `view` is of, as its plan records it
+        (engine/plan.py): the table's id and the commit at the pinned version."""
+        found = {}
+        for pin, version in pins.items():
+            path = self.paths.get(f"{view}:state" if pin == STATE else pin)
+            log = TableLog.at(path) if path is not None else None
+            if log is not None:
+                found[pin] = log.identity(version)
+        return found
 
     def _arrow(self, name: str, rows: Sequence[Sequence[Any] | Mapping[str, Any]]) -> pa.Table:
         schema = self.schemas[name]
@@ -146,7 +161,7 @@ class Lake:
         """Batch `batch` of `view`: one output commit marked with the batch (an append into an
         empty output, else a MERGE), and its committed row in the batch log; the output version."""
         assert upserts or deletes, "a batch that changes no row commits nothing to the output"
-        properties = stamp(batch, mode, start, pins, ends=ends)
+        properties = stamp(batch, mode, start, pins, ends=ends, identities=self.identities(view, pins))
         if self.version(view) == 0 and not deletes:
             write_deltalake(
                 self.paths[view], self._arrow(view, upserts), mode="append", commit_properties=properties

@@ -25,6 +25,7 @@ from lakejoin.cli.explain_model import ChangeRows, Explanation
 from lakejoin.cli.explain_rules import key_values
 from lakejoin.cli.explain_text import render
 from lakejoin.delta import lookups
+from lakejoin.delta.identity import TableIdentity, TableLog, replaced
 from lakejoin.delta.log import BatchLog
 from lakejoin.delta.markers import FINAL, BatchMarker, find_commit
 from lakejoin.delta.records import BatchMode, BatchRecord, BatchStatus
@@ -32,7 +33,7 @@ from lakejoin.engine.kinds import view_logic
 from lakejoin.errors import BatchStateError, CommandError
 from lakejoin.spec.definition import output_key
 from lakejoin.spec.explained import Ask, BatchInfo, Feed, change_of
-from lakejoin.spec.model import PipelineSpec, View
+from lakejoin.spec.model import PipelineSpec, Source, View
 from lakejoin.views.explained import key_history, read_rows
 
 if TYPE_CHECKING:
@@ -84,8 +85,10 @@ def explain(spec: PipelineSpec, name: str, texts: Sequence[str], *, at: int | No
     # A key a batch deleted is explained at the pins of the newest batch (of which the output is
     # a function), and by the changes of the batch that deleted it.
     changed = last_change if last_change is not None and last_change.batch_id is not None else read_at
+    logic = view_logic(spec, view)
+    notes += _replaced(logic.sources, [read_at, changed])
     ask = Ask(spec, view, values, read_at, row is None, notes, history)
-    reader = view_logic(spec, view).explain  # the view kind's: views/<kind>.py
+    reader = logic.explain  # the view kind's: views/<kind>.py
     reading = reader(ask)
     feeds = reading.feeds
     if changed.output_version != read_at.output_version:
@@ -172,7 +175,34 @@ def _batch(
         notes=dict(record.notes) if record else {},
         change=change,
         repair_ends=dict(marker.repair_ends) if marker else {},
+        identities={n: (i.table_id, i.commit) for n, i in marker.identities.items()} if marker else {},
     )
+
+
+def _replaced(sources: Sequence[Source], batches: Sequence[BatchInfo]) -> list[str]:
+    """Why an input that a batch read at its pins is not the table at its path now (dropped and
+    written again, gone back, its log rewritten: delta/identity.py), one note per input and
+    batch (the batch the input rows are read at, and the one whose changes are listed): explain
+    reads what is there now at the old versions. A pin recorded without its identity is not
+    checked; each input's log is read once."""
+    logs: dict[str, TableLog | None] = {}
+    notes = []
+    for batch in {b.output_version: b for b in batches if b.batch_id is not None}.values():
+        for source in sources:
+            recorded = batch.identities.get(source.name)
+            if recorded is None or source.name not in batch.pinned_versions:
+                continue
+            if source.path not in logs:
+                logs[source.path] = TableLog.at(source.path)
+            version, read_by = batch.pinned_versions[source.name], f"batch {batch.batch_id}"
+            why = replaced(source.name, logs[source.path], version, TableIdentity(*recorded), read_by=read_by)
+            if why is not None:
+                notes.append(
+                    f"since {read_by}, {why}: the input rows and changes shown are read from the table "
+                    f"at its path now, not the one {read_by} read; run the view (its next batch reads "
+                    "the new table) and explain again"
+                )
+    return notes
 
 
 def _changes(feeds: list[Feed], batch: BatchInfo, notes: list[str]) -> list[ChangeRows]:

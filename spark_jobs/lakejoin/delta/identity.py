@@ -128,9 +128,16 @@ class TableLog:
         self._complete = len(commits) < limit
 
 
-def replaced(name: str, log: TableLog | None, version: int, recorded: TableIdentity | None) -> str | None:
-    """Why the table a batch pinned at `version` as `recorded` is not the table `log` reads
-    now, or None when it is (or when nothing was recorded to tell)."""
+def replaced(
+    name: str,
+    log: TableLog | None,
+    version: int,
+    recorded: TableIdentity | None,
+    *,
+    read_by: str = "the last batch",
+) -> str | None:
+    """Why the table a batch (`read_by`, in words) pinned at `version` as `recorded` is not the
+    table `log` reads now, or None when it is (or when nothing was recorded to tell)."""
     if recorded is None:
         return None
     if log is None:
@@ -138,14 +145,14 @@ def replaced(name: str, log: TableLog | None, version: int, recorded: TableIdent
     if log.table_id != recorded.table_id:
         return (
             f"{name} was dropped and written again at its path (table id {recorded.table_id} -> "
-            f"{log.table_id}; the last batch read it at version {version}, it is now at {log.version})"
+            f"{log.table_id}; {read_by} read it at version {version}, it is now at {log.version})"
         )
     if log.version < version:
-        return f"{name} went back to version {log.version}, below the version {version} the last batch read"
+        return f"{name} went back to version {log.version}, below the version {version} {read_by} read"
     now = log.commit(version)
     if recorded.commit and now is not None and fingerprint(now) != recorded.commit:
         return (
-            f"the commit at version {version} of {name} is not the one the last batch read "
+            f"the commit at version {version} of {name} is not the one {read_by} read "
             f"({recorded.commit} -> {fingerprint(now)}): its log was rewritten"
         )
     return None

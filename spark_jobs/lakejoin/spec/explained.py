@@ -104,6 +104,8 @@ class BatchInfo:
     notes: dict[str, str] = field(default_factory=dict)
     change: str | None = None  # insert, update, delete
     repair_ends: dict[str, int] = field(default_factory=dict)  # a repair's range ends (markers.py)
+    # Which table each pin is of, as (table id, pinned commit): delta/identity.py's TableIdentity.
+    identities: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
