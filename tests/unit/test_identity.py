@@ -107,3 +107,26 @@ def test_identities_travel_in_the_batch_commit_and_odd_values_are_left_out():
     assert BatchMarker.from_commit({"userMetadata": marker.as_json()}) == marker
     assert identities_from({"s": ["a", "b"], "t": "x", "u": [1, 2]}) == {"s": TableIdentity("a", "b")}
     assert identities_from(None) == {}
+
+
+def test_a_log_read_after_other_commits_landed_numbers_each_commit_by_its_own_version(tmp_path):
+    """delta-rs numbers `history()` down from the version a table object was loaded at, but lists
+    the newest commits: the pin a batch records, read after another run's commit landed, must be
+    its own commit's (four runs of one pipeline started together met this)."""
+    import time
+
+    from lakejoin.delta.history import numbered_history
+
+    path = str(tmp_path / "t")
+    commits(path, 3)
+    log, table = TableLog.at(path), DeltaTable(path)  # both loaded at version 2
+    assert log is not None and log.version == 2
+    time.sleep(0.005)  # commit times in ms: the commits after these differ from version 2's
+    commits(path, 2)  # another run's commits: versions 3 and 4
+
+    fresh = {int(c["version"]): c["timestamp"] for c in DeltaTable(path).history()}
+    assert log.identity(2) == TableIdentity(log.table_id, f"WRITE@{fresh[2]}")
+    assert [int(c["version"]) for c in log.commits_after(-1) or []] == [2, 1, 0]  # the log's own view
+    found, complete = numbered_history(table, 2, upto=3)
+    assert [(int(c["version"]), c["timestamp"]) for c in found] == [(3, fresh[3]), (2, fresh[2])]
+    assert not complete and numbered_history(table)[1]

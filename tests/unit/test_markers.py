@@ -70,6 +70,12 @@ def test_the_output_history_is_searched_newest_first_a_page_at_a_time(tmp_path, 
         def __init__(self, path: str) -> None:
             assert path == str(tmp_path)
 
+        def update_incremental(self) -> None:  # no commit lands while it is read
+            pass
+
+        def version(self) -> int:
+            return 300
+
         def history(self, limit: int) -> list[dict]:
             reads.append(limit)
             return commits[:limit]
@@ -93,6 +99,9 @@ def test_a_search_up_to_a_version_skips_the_newer_commits(tmp_path, monkeypatch)
 
     class History:
         def __init__(self, path: str) -> None:
+            pass
+
+        def update_incremental(self) -> None:
             pass
 
         def version(self) -> int:

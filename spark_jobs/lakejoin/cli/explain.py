@@ -25,6 +25,7 @@ from lakejoin.cli.explain_model import ChangeRows, Explanation
 from lakejoin.cli.explain_rules import key_values
 from lakejoin.cli.explain_text import render
 from lakejoin.delta import lookups
+from lakejoin.delta.history import numbered_history
 from lakejoin.delta.identity import TableIdentity, TableLog, replaced
 from lakejoin.delta.log import BatchLog
 from lakejoin.delta.markers import FINAL, BatchMarker, find_commit
@@ -149,7 +150,7 @@ def _last_change(view: View, rows: list[dict[str, Any]], logged: dict[int, Batch
 
     last = rows[-1]["_commit_version"]
     table = DeltaTable(view.path)
-    commit = next(c for c in table.history(int(table.version()) - last + 1) if int(c["version"]) == last)
+    commit = next(c for c in numbered_history(table, 1, upto=last)[0] if int(c["version"]) == last)
     change = change_of([r["_change_type"] for r in rows if r["_commit_version"] == last])
     return _batch(last, BatchMarker.from_commit(commit), commit, logged, change)
 

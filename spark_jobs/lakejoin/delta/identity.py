@@ -7,8 +7,9 @@ id, version, that version's commit), and the next plan checks all three before i
 change feed from there. The output's own history, after the version its last batch committed,
 may hold only lakejoin's batch commits and commits that change no row.
 
-Everything here reads Delta's log with delta-rs (`metadata().id`, `history()`): no JVM, and
-only the commits since the pin, which the plan's change check reads anyway.
+Everything here reads Delta's log with delta-rs (`metadata().id`, `history()` through
+delta/history.py): no JVM, and only the commits since the pin, which the plan's change check
+reads anyway.
 
 >>> TableIdentity("5f0c...", "WRITE@1796194735338").as_json()  # doctest: +SKIP
 ['5f0c...', 'WRITE@1796194735338']
@@ -20,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from lakejoin.delta.history import numbered_history
 from lakejoin.delta.sources import NO_DATA_OPERATIONS
 
 if TYPE_CHECKING:
@@ -122,10 +124,8 @@ class TableLog:
         need = self.version - version + 1
         if self._complete or len(self._commits) >= need:
             return
-        limit = max(need, 16)
-        commits = self.table.history(limit)
-        self._commits = commits
-        self._complete = len(commits) < limit
+        # numbered from the table's own versions, this log's version the newest kept
+        self._commits, self._complete = numbered_history(self.table, max(need, 16), upto=self.version)
 
 
 def replaced(

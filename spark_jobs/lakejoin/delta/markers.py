@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lakejoin.delta.history import numbered_history
 from lakejoin.delta.identity import TableIdentity, identities_from, identities_json
 from lakejoin.delta.records import BatchMode
 
@@ -168,16 +169,14 @@ def find_commit(
     from deltalake import DeltaTable
 
     table = DeltaTable(path)
-    limit = HISTORY_PAGE + (0 if at is None else max(int(table.version()) - at, 0))
+    limit = HISTORY_PAGE
     while True:
-        commits = table.history(limit)
+        commits, complete = numbered_history(table, limit, upto=at)
         for commit in commits:
-            if at is not None and int(commit["version"]) > at:
-                continue
             marker = BatchMarker.from_commit(commit)
             if marker is not None and wanted(marker):
                 return int(commit["version"]), marker, commit
-        if len(commits) < limit:
+        if complete:
             return None
         limit *= 4
 

@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lakejoin.delta.change_feed import VERSION, net_changes, no_changes, read_change_feed
+from lakejoin.delta.history import numbered_history
 from lakejoin.delta.sources import snapshot
 from lakejoin.errors import RepairError
 from lakejoin.spec.model import Source
@@ -102,7 +103,7 @@ def _last_at(source: Source, when: datetime) -> int:
 
     try:
         table = DeltaTable(source.path)
-        commits = {int(h["version"]): h for h in table.history()}
+        commits = {int(h["version"]): h for h in numbered_history(table)[0]}
         table.load_as_version(when)
     except Exception as exc:  # noqa: BLE001 - delta-rs: no table, or a log it cannot read
         raise RepairError(

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from lakejoin.delta.history import numbered_history
 from lakejoin.delta.key_ranges import Keys, materialised, write_laid_out
 from lakejoin.delta.markers import operation_metrics
 from lakejoin.delta.sql_text import spark_column, spark_columns
@@ -261,7 +262,7 @@ def fill(
     else:
         with stamp.spark(spark):
             write_laid_out(rows, path, list(key))
-    last = DeltaTable(path).history(1)[0]
+    last = numbered_history(DeltaTable(path), 1)[0][0]
     if last["version"] == before:
         return MergeCounts(applied=False)
     return MergeCounts(inserted=operation_metrics(last).get("numOutputRows", 0))
