@@ -486,6 +486,16 @@ def plan_repair(
             fix="run the view first; its first batch derives every key",
         )
     pinned = dict(committed.pinned_versions)
+    why = stale_pins(spec, view, kind, committed, output=True)
+    if why:  # the pins name versions of tables that are not there, or an output not lakejoin's
+        raise InputReplacedError(
+            f"view '{view.name}' cannot repair at batch {committed.batch_id}'s pins: {'; '.join(why)}; "
+            "a repair re-derives only its range's keys, from what those pins read, and would leave "
+            "the rest as they are",
+            where=f"{spec.file}:{view.line} (at 'views.{view.name}')" if view.line else where,
+            fix=f"recompute the view at the new versions instead: lakejoin run {spec.file} --view "
+            f"{view.name} --full-refresh (it re-derives every key and writes only the rows that differ)",
+        )
     schemas = input_columns(spec, view, kind, pinned)
     definition = view_definition(spec, view, schemas)
     recorded = committed.definition
@@ -497,16 +507,6 @@ def plan_repair(
             where=f"{spec.file}:{view.line} (at 'views.{view.name}')" if view.line else where,
             fix=f"rebuild the view under the new definition first: lakejoin run {spec.file} --view "
             f"{view.name} --full-refresh, then repair if you still need to",
-        )
-    why = stale_pins(spec, view, kind, committed, output=True)
-    if why:  # the pins name versions of tables that are not there, or an output not lakejoin's
-        raise InputReplacedError(
-            f"view '{view.name}' cannot repair at batch {committed.batch_id}'s pins: {'; '.join(why)}; "
-            "a repair re-derives only its range's keys, from what those pins read, and would leave "
-            "the rest as they are",
-            where=f"{spec.file}:{view.line} (at 'views.{view.name}')" if view.line else where,
-            fix=f"recompute the view at the new versions instead: lakejoin run {spec.file} --view "
-            f"{view.name} --full-refresh (it re-derives every key and writes only the rows that differ)",
         )
     ranges = {s.name: repair.versions(s, pinned[s.name]) for s in kind.change_sources}
     if all(a > b for a, b in ranges.values()):  # e.g. a version after every pin: nothing to re-derive
