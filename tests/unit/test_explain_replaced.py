@@ -108,3 +108,35 @@ def test_a_pin_recorded_without_its_identity_is_not_checked(shop, capsys):  # no
     written_again(merchants, [("m1", "Zed")], commits=3)
 
     assert explained(capsys, shop, "logos", "p1")["notes"] == []
+
+
+def test_a_rekey_views_index_dropped_and_written_again_is_named_too(tmp_path, capsys):
+    from tests.unit.test_explain_kinds import INDEX, NAMES, REKEYED
+    from tests.unit.test_explain_kinds import MERCHANTS as MASTERS
+
+    lake = Lake(tmp_path, NAMES)
+    lake.table("merchants", MASTERS, [("m1", "Acme", "FR")])
+    lake.table("by_name", REKEYED)
+    lake.index("by_name", INDEX, ("merchant_id",))
+    index = lake.state("by_name", [("m1", "Acme", 1, "FR")])
+    lake.batch(
+        "by_name",
+        1,
+        BatchMode.FULL_REFRESH,
+        {},
+        {"merchants": 1, "_routing": index},
+        upserts=[("Acme", "m1", "FR")],
+    )
+    before = explained(capsys, lake.file, "by_name", "Acme")["notes"]  # the full refresh's own
+
+    path = lake.paths["by_name:state"]
+    shutil.rmtree(path)
+    rows = pa.Table.from_pylist(
+        [{"merchant_id": "m1", "display_name": "Acme", INDEX.names[2]: 1, "country": "XX"}], INDEX
+    )
+    for _ in range(index + 1):  # its versions reach the old pin again
+        write_deltalake(path, rows, mode="overwrite", configuration=CDF)
+
+    after = explained(capsys, lake.file, "by_name", "Acme")["notes"]
+    (note,) = [n for n in after if n not in before]
+    assert note.startswith("since batch 1, the view's rekey index was dropped and written again at its path")

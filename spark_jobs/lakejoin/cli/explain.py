@@ -17,7 +17,7 @@ by the rules of spec/explained.py.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +34,8 @@ from lakejoin.engine.kinds import view_logic
 from lakejoin.errors import BatchStateError, CommandError
 from lakejoin.spec.definition import output_key
 from lakejoin.spec.explained import Ask, BatchInfo, Feed, change_of
-from lakejoin.spec.model import PipelineSpec, Source, View
+from lakejoin.spec.layout import state_path
+from lakejoin.spec.model import PipelineSpec, View
 from lakejoin.views.explained import key_history, read_rows
 
 if TYPE_CHECKING:
@@ -87,7 +88,12 @@ def explain(spec: PipelineSpec, name: str, texts: Sequence[str], *, at: int | No
     # a function), and by the changes of the batch that deleted it.
     changed = last_change if last_change is not None and last_change.batch_id is not None else read_at
     logic = view_logic(spec, view)
-    notes += _replaced(logic.sources, [read_at, changed])
+    tables = {s.name: (s.name, s.path) for s in logic.sources}
+    tables |= {
+        pin: (f"the view's {logic.state_name}", path)
+        for pin, path in logic.state_tables(state_path(spec, view)).items()
+    }
+    notes += _replaced(tables, [read_at, changed])
     ask = Ask(spec, view, values, read_at, row is None, notes, history)
     reader = logic.explain  # the view kind's: views/<kind>.py
     reading = reader(ask)
@@ -180,23 +186,24 @@ def _batch(
     )
 
 
-def _replaced(sources: Sequence[Source], batches: Sequence[BatchInfo]) -> list[str]:
-    """Why an input that a batch read at its pins is not the table at its path now (dropped and
-    written again, gone back, its log rewritten: delta/identity.py), one note per input and
-    batch (the batch the input rows are read at, and the one whose changes are listed): explain
-    reads what is there now at the old versions. A pin recorded without its identity is not
-    checked; each input's log is read once."""
+def _replaced(tables: Mapping[str, tuple[str, str]], batches: Sequence[BatchInfo]) -> list[str]:
+    """Why a table that a batch read at its pins (`tables`: pin -> (name in words, path): the
+    inputs and the view's state table) is not the table at its path now (dropped and written
+    again, gone back, its log rewritten: delta/identity.py), one note per table and batch (the
+    batch the rows are read at, and the one whose changes are listed): explain reads what is
+    there now at the old versions. A pin recorded without its identity is not checked; each
+    table's log is read once."""
     logs: dict[str, TableLog | None] = {}
     notes = []
     for batch in {b.output_version: b for b in batches if b.batch_id is not None}.values():
-        for source in sources:
-            recorded = batch.identities.get(source.name)
-            if recorded is None or source.name not in batch.pinned_versions:
+        for pin, (name, path) in tables.items():
+            recorded = batch.identities.get(pin)
+            if recorded is None or pin not in batch.pinned_versions:
                 continue
-            if source.path not in logs:
-                logs[source.path] = TableLog.at(source.path)
-            version, read_by = batch.pinned_versions[source.name], f"batch {batch.batch_id}"
-            why = replaced(source.name, logs[source.path], version, TableIdentity(*recorded), read_by=read_by)
+            if path not in logs:
+                logs[path] = TableLog.at(path)
+            version, read_by = batch.pinned_versions[pin], f"batch {batch.batch_id}"
+            why = replaced(name, logs[path], version, TableIdentity(*recorded), read_by=read_by)
             if why is not None:
                 notes.append(
                     f"since {read_by}, {why}: the input rows and changes shown are read from the table "
