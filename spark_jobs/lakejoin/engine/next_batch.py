@@ -379,7 +379,7 @@ class Planner:
         full = action in (Action.FULL_REFRESH, Action.FULL_RECOMPUTE)
         counted = None
         if not full:
-            counted = sum(self.change_rows(s, updated_once=True) or 0 for s in [self.kind.driving])
+            counted = self.change_rows(self.kind.driving, updated_once=True) or 0
             counted += fanout.reached if fanout is not None else 0
         return write_estimate(self.view, p, self.history, self.settings, full=full, counted=counted)
 
